@@ -1,0 +1,78 @@
+# The two commands users need: `make lab` (set up and open the course) and `make test`
+# (set up and run every check). Every target sets up .venv itself when it is missing.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# The stamp's name carries a hash of the files that define the install, so editing them
+# re-installs and a second run with nothing changed skips straight to the work.
+STAMP  := $(VENV)/.installed-$(shell cat settings.ini setup.py | sha1sum | cut -c1-12)
+TORCH  ?= torch==2.13.0
+PORT   ?= 8888
+
+.PHONY: help setup lab test check-sync nbtest pytest docs docs-check readme bench hooks clean
+
+help:
+	@echo "make lab    set up .venv and open the course in JupyterLab (localhost, with a token)"
+	@echo "make test   set up .venv and run every check (sync, notebooks, pytest, docs checks)"
+	@echo "make docs   docs checks, then render the site with Quarto (exit 2 when Quarto is missing)"
+	@echo "make readme render README.md from nbs/index.ipynb without Quarto"
+	@echo "make bench  run the attention benchmarks (python -m transformer_lit.bench)"
+
+$(STAMP): settings.ini setup.py
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	@# torch first and explicitly: a bare `torch` requirement would pull a multi-GB CUDA build
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	@rm -f $(VENV)/.installed-*
+	@$(MAKE) --no-print-directory hooks
+	@touch $@
+
+setup: $(STAMP)
+
+hooks:
+	@# nbdev's Jupyter save hook and merge driver, plus a pre-commit hook that refuses unclean notebooks
+	@$(BIN)/nbdev_install_hooks >/dev/null 2>&1 || true
+	@if [ -d .git/hooks ]; then cp tools/pre-commit .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit; fi
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=nbs --ServerApp.ip=127.0.0.1 --port=$(PORT) --no-browser
+
+test: $(STAMP)
+	$(BIN)/python tools/check_sync.py
+	MPLBACKEND=Agg $(BIN)/nbdev_test --timing --n_workers 2
+	MPLBACKEND=Agg $(BIN)/python -m pytest tests/ -q
+
+check-sync: $(STAMP)
+	$(BIN)/python tools/check_sync.py
+
+nbtest: $(STAMP)
+	MPLBACKEND=Agg $(BIN)/nbdev_test --timing --n_workers 2
+
+pytest: $(STAMP)
+	MPLBACKEND=Agg $(BIN)/python -m pytest tests/ -q
+
+docs-check: $(STAMP)
+	$(BIN)/python -m pytest tests/test_docs.py -q
+
+docs: docs-check
+	@if command -v quarto >/dev/null 2>&1; then \
+	  $(BIN)/nbdev_docs; \
+	else \
+	  echo "The docs checks passed, but Quarto is not installed, so the site cannot be rendered."; \
+	  echo "Install Quarto (https://quarto.org/docs/get-started/), for example on Debian/Ubuntu:"; \
+	  echo "  $(BIN)/nbdev_install_quarto    # or download the .deb from https://quarto.org/docs/download/"; \
+	  echo "then run 'make docs' again."; \
+	  exit 2; \
+	fi
+
+readme: $(STAMP)
+	$(BIN)/python tools/render_readme.py
+
+bench: $(STAMP)
+	$(BIN)/python -m transformer_lit.bench
+
+clean:
+	rm -rf _docs _proc nbs/_docs .pytest_cache .hypothesis
