@@ -24,7 +24,7 @@ $(STAMP): settings.ini setup.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	@# torch first and explicitly: a bare `torch` requirement would pull a multi-GB CUDA build
-	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q $(TORCH)
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	@rm -f $(VENV)/.installed-*
 	@$(MAKE) --no-print-directory hooks

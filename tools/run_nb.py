@@ -33,4 +33,4 @@ def run(path):
 
 if __name__ == '__main__':
     for a in sys.argv[1:]: run(a)
-    subprocess.run([str(Path(sys.executable).parent/'nbdev_clean')], cwd=ROOT, check=True)
+    for a in sys.argv[1:]: subprocess.run([str(Path(sys.executable).parent/"nbdev_clean"), "--fname", a], cwd=ROOT, check=True)
