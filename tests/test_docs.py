@@ -109,3 +109,13 @@ def test_pip_install_metadata():
     out = subprocess.run([sys.executable, 'setup.py', '--name', '--version'], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout.split()
     assert out[-2:] == [CFG['DEFAULT']['lib_name'], CFG['DEFAULT']['version']]
+
+def test_wheel_contains_the_package(tmp_path):
+    "`pip install .` builds from settings.ini: the wheel carries every exported module and the version."
+    import zipfile
+    subprocess.run([sys.executable, '-m', 'pip', 'wheel', '--no-deps', '--no-build-isolation', '-q', '-w', str(tmp_path), str(ROOT)],
+                   check=True, capture_output=True)
+    whl, = tmp_path.glob('transformer_lit-*.whl')
+    assert whl.name.startswith(f"transformer_lit-{CFG['DEFAULT']['version']}-")
+    names = zipfile.ZipFile(whl).namelist()
+    for mod in (ROOT/'transformer_lit').glob('*.py'): assert f'transformer_lit/{mod.name}' in names
