@@ -1,0 +1,256 @@
+"""Tests for transformer_lit.attention: equality with torch, gradients, properties, the backend registry, errors."""
+import math, re, subprocess, sys
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, strategies as st
+from transformer_lit import attention as A
+from transformer_lit.attention import (attend, attention_backends, backend_info, choose_backend, lazy_backends,
+                                       register_backend, scaled_dot_product_attention, torch_sdpa, unregister_backend)
+
+BACKENDS = ["math", "sdpa"]
+f64 = torch.float64
+
+def rand(*shape, dtype=f64, seed=None):
+    if seed is not None: torch.manual_seed(seed)
+    return torch.randn(*shape, dtype=dtype)
+
+def qkv(B=2, H=3, Lq=5, Lk=7, D=8, Dv=None, dtype=f64, seed=0):
+    torch.manual_seed(seed)
+    return (torch.randn(B, H, Lq, D, dtype=dtype), torch.randn(B, H, Lk, D, dtype=dtype),
+            torch.randn(B, H, Lk, Dv or D, dtype=dtype))
+
+def masks(B, H, Lq, Lk, dtype=f64):
+    "Named (our kwargs, torch kwargs) pairs; every row keeps key 0 so torch has no fully masked row."
+    g = torch.Generator().manual_seed(1)
+    keep = torch.rand(Lq, Lk, generator=g) > 0.5; keep[:, 0] = True
+    pad = torch.ones(B, 1, 1, Lk, dtype=torch.bool); pad[0, ..., Lk // 2 + 1:] = False
+    flt = torch.randn(H, Lq, Lk, generator=g, dtype=dtype)
+    return {"none": ({}, {}), "bool": (dict(mask=keep), dict(attn_mask=keep)),
+            "bool_broadcast_padding": (dict(mask=pad), dict(attn_mask=pad)),
+            "float": (dict(mask=flt), dict(attn_mask=flt)),
+            "float_with_inf": (dict(mask=flt.masked_fill(~keep, -math.inf)), dict(attn_mask=flt.masked_fill(~keep, -math.inf))),
+            "causal": (dict(is_causal=True), dict(is_causal=True)),
+            "scale": (dict(scale=0.37), dict(scale=0.37))}
+
+MASK_NAMES = list(masks(2, 3, 5, 7))
+
+# -- equality with F.scaled_dot_product_attention
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", MASK_NAMES)
+@pytest.mark.parametrize("Lq,Lk", [(5, 7), (7, 5), (1, 1), (1, 7), (113, 7)])
+def test_equals_torch_float64(backend, name, Lq, Lk):
+    q, k, v = qkv(Lq=Lq, Lk=Lk, Dv=4)
+    ours_kw, torch_kw = masks(2, 3, Lq, Lk)[name]
+    out = attention_backends[backend](q, k, v, **ours_kw)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, **torch_kw), atol=1e-10, rtol=0)
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", ["none", "bool", "float", "causal"])
+@pytest.mark.parametrize("D", [8, 40, 64, 128])
+def test_float32_against_float64(backend, name, D):
+    q, k, v = qkv(Lq=7, Lk=113, D=D)
+    ours_kw, torch_kw = masks(2, 3, 7, 113)[name]
+    ref = F.scaled_dot_product_attention(q, k, v, **torch_kw)
+    ours_kw = {a: (b.float() if isinstance(b, torch.Tensor) and b.is_floating_point() else b) for a, b in ours_kw.items()}
+    out = attention_backends[backend](q.float(), k.float(), v.float(), **ours_kw)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=1.3e-6)
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_length_1023_causal(backend):
+    q, k, v = qkv(B=1, H=1, Lq=1023, Lk=1023, D=16)
+    torch.testing.assert_close(attention_backends[backend](q, k, v, is_causal=True),
+                               F.scaled_dot_product_attention(q, k, v, is_causal=True), atol=1e-10, rtol=0)
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_non_contiguous_and_leading_dims(backend):
+    x = rand(3, 7, 2, 4, 8, seed=2)                           # (B, Lk, X, H, D) made non-contiguous below
+    q, k, v = x.permute(0, 2, 3, 1, 4)[..., :5, :], x.permute(0, 2, 3, 1, 4), x.flip(1).permute(0, 2, 3, 1, 4)
+    assert not q.is_contiguous() and not k.is_contiguous()
+    ref = F.scaled_dot_product_attention(q.contiguous(), k.contiguous(), v.contiguous())
+    torch.testing.assert_close(attention_backends[backend](q, k, v), ref, atol=1e-10, rtol=0)
+    q2 = rand(6, 3, seed=3)                                    # no batch dims at all
+    torch.testing.assert_close(attention_backends[backend](q2, q2, q2), F.scaled_dot_product_attention(q2, q2, q2), atol=1e-10, rtol=0)
+
+# -- fully masked rows: zeros, finite gradients
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_fully_masked_rows_are_zero(backend, kind):
+    q, k, v = (t.requires_grad_() for t in qkv(Lq=4, Lk=6))
+    keep = torch.ones(4, 6, dtype=torch.bool); keep[2] = False
+    mask = keep if kind == "bool" else torch.zeros(4, 6, dtype=f64).masked_fill(~keep, -math.inf)
+    out = attention_backends[backend](q, k, v, mask=mask)
+    assert torch.equal(out[..., 2, :], torch.zeros_like(out[..., 2, :]))
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    torch.testing.assert_close(out[..., [0, 1, 3], :], ref[..., [0, 1, 3], :], atol=1e-10, rtol=0)
+    out.sum().backward()
+    for t in (q, k, v): assert torch.isfinite(t.grad).all()
+    assert torch.equal(q.grad[..., 2, :], torch.zeros_like(q.grad[..., 2, :]))
+
+def test_math_weights_rows_sum_to_one_or_zero():
+    q, k, v = qkv(Lq=4, Lk=6)
+    keep = torch.rand(4, 6) > 0.5; keep[1] = False; keep[0] = True
+    _, w = scaled_dot_product_attention(q, k, v, mask=keep, return_weights=True)
+    torch.testing.assert_close(w.sum(-1), keep.any(-1).to(f64).expand(2, 3, 4), atol=1e-12, rtol=0)
+    assert torch.equal(w.masked_select(~keep.expand_as(w)), torch.zeros((~keep.expand_as(w)).sum(), dtype=f64))
+
+# -- gradients
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", ["none", "bool", "float_with_inf", "causal"])
+def test_gradcheck(backend, name):
+    q, k, v = (t.requires_grad_() for t in qkv(B=1, H=2, Lq=3, Lk=4, D=3, Dv=2))
+    kw = masks(1, 2, 3, 4)[name][0]
+    assert torch.autograd.gradcheck(lambda a, b, c: attention_backends[backend](a, b, c, **kw), (q, k, v))
+
+def test_gradcheck_float_mask_is_differentiable():
+    q, k, v = qkv(B=1, H=1, Lq=3, Lk=4, D=3)
+    bias = torch.randn(3, 4, dtype=f64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda b: scaled_dot_product_attention(q, k, v, mask=b), (bias,))
+
+# -- precision
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_low_precision_within_2x_torch(dtype, backend):
+    q, k, v = qkv(B=2, H=2, Lq=64, Lk=64, D=32, dtype=torch.float32, seed=4)
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    low = [t.to(dtype) for t in (q, k, v)]
+    out = attention_backends[backend](*low, is_causal=True)
+    assert out.dtype == dtype
+    err = (out.float() - ref).abs().max().item()
+    err_torch = (F.scaled_dot_product_attention(*low, is_causal=True).float() - ref).abs().max().item()
+    assert err <= 2 * err_torch + 1e-6, (err, err_torch)
+
+def test_math_softmax_in_float32_for_half():
+    q = torch.full((1, 2, 4), 3.0, dtype=torch.float16); k = q.clone(); v = torch.randn(1, 2, 4).half()
+    out, w = scaled_dot_product_attention(q, k, v, return_weights=True)
+    assert w.dtype == torch.float16 and torch.isfinite(out).all()
+
+# -- dropout
+def test_dropout_matches_dropout_of_weights():
+    q, k, v = qkv()
+    _, w = scaled_dot_product_attention(q, k, v, return_weights=True)
+    torch.manual_seed(5); out, wd = scaled_dot_product_attention(q, k, v, dropout_p=0.3, return_weights=True)
+    torch.manual_seed(5); expect = F.dropout(w, 0.3, training=True)
+    torch.testing.assert_close(wd, expect, atol=1e-12, rtol=0)
+    torch.testing.assert_close(out, expect @ v, atol=1e-12, rtol=0)
+
+# -- hypothesis properties
+@st.composite
+def problems(draw):
+    B, H = draw(st.integers(1, 2)), draw(st.integers(1, 3))
+    Lq, Lk, D, Dv = (draw(st.integers(1, 9)) for _ in range(4))
+    seed = draw(st.integers(0, 2**16))
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(B, H, L, d, generator=g, dtype=f64) for L, d in ((Lq, D), (Lk, D), (Lk, Dv)))
+    mask = torch.rand(B, 1, Lq, Lk, generator=g) > draw(st.sampled_from([0.0, 0.3, 0.7, 1.0]))
+    return q, k, v, mask
+
+@given(problems())
+def test_property_rows_sum_to_one_or_zero(p):
+    q, k, v, mask = p
+    _, w = scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True)
+    torch.testing.assert_close(w.sum(-1), mask.any(-1).to(f64).expand(w.shape[:-1]), atol=1e-12, rtol=0)
+    assert (w >= 0).all() and not w.isnan().any()
+
+@given(problems(), st.randoms(use_true_random=False))
+def test_property_permuting_keys_and_values(p, rnd):
+    q, k, v, mask = p
+    perm = list(range(k.shape[-2])); rnd.shuffle(perm); perm = torch.tensor(perm)
+    for backend in BACKENDS:
+        out = attention_backends[backend](q, k, v, mask=mask)
+        out_p = attention_backends[backend](q, k[..., perm, :], v[..., perm, :], mask=mask[..., perm])
+        torch.testing.assert_close(out_p, out, atol=1e-10, rtol=0)
+
+@given(problems())
+def test_property_backends_agree(p):
+    q, k, v, mask = p
+    torch.testing.assert_close(torch_sdpa(q, k, v, mask=mask), scaled_dot_product_attention(q, k, v, mask=mask), atol=1e-10, rtol=0)
+
+# -- the registry and attend
+def test_attend_reports_backend():
+    q, k, v = qkv()
+    res = attend(q, k, v)
+    assert res.backend == "sdpa" and res.weights is None
+    out, w, name = attend(q, k, v, need_weights=True)
+    assert name == "math" and w.shape == (2, 3, 5, 7)
+    torch.testing.assert_close(out, res.out, atol=1e-10, rtol=0)
+    assert choose_backend(q, k, v) == "sdpa" and choose_backend(q, k, v, need_weights=True) == "math"
+    assert attend(q, k, v, backend="math").backend == "math"
+
+def test_register_supports_priority_and_unregister():
+    q, k, v = qkv()
+    calls = []
+    def toy(q, k, v, mask=None, is_causal=False, scale=None, dropout_p=0.0):
+        calls.append(1); return scaled_dot_product_attention(q, k, v, mask, is_causal, scale, dropout_p)
+    register_backend("toy", toy, supports=lambda q, k, v, mask, is_causal, dropout_p: mask is None, priority=1000)
+    try:
+        assert attend(q, k, v).backend == "toy" and calls == [1]
+        assert attend(q, k, v, is_causal=True).backend == "toy"
+        keep = torch.ones(5, 7, dtype=torch.bool)
+        assert attend(q, k, v, mask=keep).backend == "sdpa"          # falls back when unsupported
+        with pytest.raises(ValueError, match=re.escape("backend='toy' does not support these inputs")):
+            attend(q, k, v, mask=keep, backend="toy")
+    finally: unregister_backend("toy")
+    assert "toy" not in attention_backends and attend(q, k, v).backend == "sdpa"
+
+def test_lazy_backend_is_imported_on_first_use(tmp_path, monkeypatch):
+    (tmp_path / "lazy_toy_backend.py").write_text(
+        "from transformer_lit.attention import register_backend, scaled_dot_product_attention\n"
+        "register_backend('lazytoy', scaled_dot_product_attention, priority=-1)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(lazy_backends, "lazytoy", "lazy_toy_backend")
+    q, k, v = qkv()
+    try:
+        assert "lazytoy" not in backend_info
+        assert attend(q, k, v, backend="lazytoy").backend == "lazytoy"
+        assert "lazytoy" in backend_info
+    finally:
+        if "lazytoy" in backend_info: unregister_backend("lazytoy")
+        sys.modules.pop("lazy_toy_backend", None)
+
+def test_missing_lazy_module_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(lazy_backends, "nothere", "transformer_lit_no_such_module")
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match=re.escape("backend='nothere' is not available: \"'nothere': its module transformer_lit_no_such_module is not installed\"")):
+        attend(q, k, v, backend="nothere")
+
+def test_import_is_light():
+    code = "import sys, transformer_lit.attention; bad = [m for m in ('triton', 'matplotlib', 'transformer_lit.flash') if m in sys.modules]; assert not bad, bad"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+# -- bad inputs, each with its message
+def E(exc, msg): return pytest.raises(exc, match="^" + re.escape(msg))
+
+def test_bad_inputs():
+    q, k, v = qkv()
+    sdpa = scaled_dot_product_attention
+    with E(TypeError, "q must be a torch.Tensor, got list"): sdpa([1.0], k, v)
+    with E(TypeError, "k.dtype=torch.int64 must be a floating dtype"): sdpa(q, k.long(), v)
+    with E(ValueError, "v.dim()=1 must be at least 2: (..., L, D)"): sdpa(q, k, v[0, 0, 0])
+    with E(TypeError, "q.dtype=torch.float64, k.dtype=torch.float32, v.dtype=torch.float64 must be equal"): sdpa(q, k.float(), v)
+    with E(ValueError, "q.shape=(2, 3, 5, 8), k.shape=(1, 3, 7, 8), v.shape=(1, 3, 7, 8) must agree in all dims but the last two"):
+        sdpa(q, k[:1], v[:1])
+    with E(ValueError, "q.shape[-1]=8 must equal k.shape[-1]=6 (the key dim d_k)"): sdpa(q, k[..., :6], v)
+    with E(ValueError, "k.shape[-2]=7 must equal v.shape[-2]=6 (one value per key)"): sdpa(q, k, v[..., :6, :])
+    with E(TypeError, "mask.dtype=torch.int64 must be torch.bool (True = may attend) or floating (added to the scores)"):
+        sdpa(q, k, v, mask=torch.ones(5, 7, dtype=torch.long))
+    with E(TypeError, "mask must be a torch.Tensor or None, got list"): sdpa(q, k, v, mask=[[True]])
+    with E(ValueError, "mask.shape=(7, 5) must be broadcastable to (..., Lq, Lk)=(2, 3, 5, 7)"):
+        sdpa(q, k, v, mask=torch.ones(7, 5, dtype=torch.bool))
+    with E(ValueError, "mask.shape=(4, 3, 5, 7) must be broadcastable to (..., Lq, Lk)=(2, 3, 5, 7)"):
+        sdpa(q, k, v, mask=torch.ones(4, 3, 5, 7, dtype=torch.bool))
+    with E(ValueError, "is_causal=True together with an explicit mask is ambiguous"):
+        sdpa(q, k, v, mask=torch.ones(5, 7, dtype=torch.bool), is_causal=True)
+    for p in (-0.1, 1.0, 1.5, "0.1"):
+        with E(ValueError, f"dropout_p={p!r} must be a number in [0, 1)"): sdpa(q, k, v, dropout_p=p)
+    with E(ValueError, "backend='fast' must be one of ['auto', 'math', 'sdpa'"): attend(q, k, v, backend="fast")
+    with E(ValueError, "backend='sdpa' cannot return weights: need_weights=True needs backend='math' or 'auto'"):
+        attend(q, k, v, need_weights=True, backend="sdpa")
+    for fn in (torch_sdpa, lambda *a, **kw: attend(*a, **kw)):
+        with E(ValueError, "q.shape[-1]=8 must equal k.shape[-1]=6"): fn(q, k[..., :6], v)
+        with E(ValueError, "is_causal=True together with an explicit mask is ambiguous"):
+            fn(q, k, v, mask=torch.ones(5, 7, dtype=torch.bool), is_causal=True)
+    with E(ValueError, "name='auto' must be a non-empty string other than 'auto'"): register_backend("auto", sdpa)
+    with E(TypeError, "fn=3 must be callable"): register_backend("x", 3)
+    with E(ValueError, "name='nope' is not a registered backend"): unregister_backend("nope")
