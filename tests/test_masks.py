@@ -7,7 +7,8 @@ from torch import nn
 from torch.nn.attention.bias import causal_lower_right, causal_upper_left
 
 from transformer_lit.attention import scaled_dot_product_attention
-from transformer_lit.masks import causal_mask, combine_masks, mask_to_str, padding_mask, to_additive
+from transformer_lit.masks import (causal_mask, combine_masks, from_torch_masks, mask_to_str, padding_mask,
+                                   to_additive)
 from transformer_lit.multihead import MultiHeadAttention
 
 B = torch.tensor  # shorthand for the hand-written matrices below
@@ -163,6 +164,52 @@ def test_mask_to_str():
         mask_to_str(causal_mask(2)[None])
     with pytest.raises(ValueError, match="mask must be a 2-D bool tensor, got dtype torch.float32"):
         mask_to_str(to_additive(causal_mask(2)))
+
+
+# ---------------------------------------------------------------- from_torch_masks
+def test_from_torch_masks_hand_written():
+    blocked = bools([[0, 1, 1], [0, 0, 1], [0, 0, 0]])           # torch: True = blocked
+    pad = bools([[0, 0, 0], [0, 0, 1]])                           # torch: True = pad
+    m = from_torch_masks(blocked, pad)
+    assert m.shape == (2, 1, 3, 3) and m.dtype == torch.bool
+    assert torch.equal(m[0, 0], causal_mask(3))
+    assert torch.equal(m[1, 0], bools([[1, 0, 0], [1, 1, 0], [1, 1, 0]]))
+    assert from_torch_masks() is None
+    assert torch.equal(from_torch_masks(key_padding_mask=pad), ~pad[:, None, None, :])
+    f = torch.randn(3, 3)
+    assert from_torch_masks(f) is f                               # float masks keep their meaning
+    fk = torch.tensor([[0.0, -1.0, float("-inf")]])
+    assert torch.equal(from_torch_masks(key_padding_mask=fk), fk[:, None, None, :])
+    three = torch.stack([blocked, ~blocked, blocked, blocked])    # (B*H, Lq, Lk), B=2, H=2
+    m3 = from_torch_masks(three, n_heads=2)
+    assert m3.shape == (2, 2, 3, 3) and torch.equal(m3[0, 1], blocked) and torch.equal(m3[1, 0], ~blocked)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_from_torch_masks_matches_nn_multihead_attention(dtype):
+    torch.manual_seed(4)
+    theirs = nn.MultiheadAttention(8, 2, batch_first=True, dtype=dtype).eval()
+    ours = MultiHeadAttention.from_torch(theirs)
+    x = torch.randn(2, 5, 8, dtype=dtype)
+    attn_mask = torch.ones(5, 5, dtype=torch.bool).triu(1)
+    kpm = ~padding_mask([5, 3])
+    ref, _ = theirs(x, x, x, attn_mask=attn_mask, key_padding_mask=kpm)
+    tol = dict(atol=1e-10, rtol=0) if dtype == torch.float64 else dict(atol=1e-5, rtol=1.3e-6)
+    torch.testing.assert_close(ours(x, mask=from_torch_masks(attn_mask, kpm)), ref, **tol)
+    per_head = torch.rand(4, 5, 5) > 0.3
+    per_head[..., 0] = False                                      # key 0 always allowed: no empty rows
+    ref, _ = theirs(x, x, x, attn_mask=per_head)
+    torch.testing.assert_close(ours(x, mask=from_torch_masks(per_head, n_heads=2)), ref, **tol)
+
+
+@pytest.mark.parametrize("call,msg", [
+    (lambda: from_torch_masks(torch.zeros(4, 3, 3, dtype=torch.bool)), r"attn_mask.shape=\(4, 3, 3\) is 3-D \(B\*H, Lq, Lk\): pass n_heads"),
+    (lambda: from_torch_masks(torch.zeros(3, dtype=torch.bool)), r"attn_mask.shape=\(3,\) must be \(Lq, Lk\) or \(B\*H, Lq, Lk\)"),
+    (lambda: from_torch_masks(key_padding_mask=torch.zeros(3, dtype=torch.bool)), r"key_padding_mask.shape=\(3,\) must be \(B, Lk\)"),
+])
+def test_from_torch_masks_bad_input(call, msg):
+    with pytest.raises(ValueError, match=msg):
+        call()
 
 
 # ---------------------------------------------------------------- what the masks guarantee

@@ -7,13 +7,13 @@ __all__ = ['DK_STEPS', 'dot_product_variance', 'dot_product_variance_se', 'softm
            'softmax_jacobian_norm', 'saturation_metrics', 'ExplorerView', 'ScalingExplorer', 'jacobian_curves',
            'ExplorerPlot', 'ExplorerUI', 'static_twin']
 
-# %% ../nbs/02_scaling.ipynb #fac47b2d
+# %% ../nbs/02_scaling.ipynb #0e67cbd6
 import math, numbers, io
 from dataclasses import dataclass
 import torch
 from matplotlib.figure import Figure
 
-# %% ../nbs/02_scaling.ipynb #31e8ccf2
+# %% ../nbs/02_scaling.ipynb #65ed5b6a
 def _check_positive_int(name, value, minimum=1):
     "Raise `ValueError` unless `value` is an integer >= `minimum` (bools are not integers here)."
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -29,7 +29,7 @@ def _check_temperature(temperature):
         raise ValueError(f"temperature={temperature!r} must be a finite number > 0")
     return float(temperature)
 
-# %% ../nbs/02_scaling.ipynb #f3515aa5
+# %% ../nbs/02_scaling.ipynb #eefbdf69
 def dot_product_variance(
     d_k:int,             # number of components of q and k
     n_samples:int=4096,  # number of independent (q, k) pairs
@@ -50,7 +50,7 @@ def dot_product_variance_se(d_k:int, n_samples:int=4096)->float:
     "Standard error of the sample variance of q·k for standard-normal components: d_k·sqrt((2+6/d_k)/N)."
     return d_k * math.sqrt((2 + 6 / d_k) / n_samples)
 
-# %% ../nbs/02_scaling.ipynb #b4291d42
+# %% ../nbs/02_scaling.ipynb #2d4a8e5e
 def softmax_entropy(p:torch.Tensor)->torch.Tensor:
     "Entropy in nats of the distributions along the last dimension of `p`, with 0·log 0 = 0."
     return -torch.special.xlogy(p, p).sum(-1)
@@ -60,11 +60,17 @@ def softmax_jacobian(p:torch.Tensor)->torch.Tensor:
     return torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)  # (..., n, n)
 
 def softmax_jacobian_norm(p:torch.Tensor)->torch.Tensor:
-    "Frobenius norm of diag(p) - p pᵀ in O(n): sqrt(Σp² - 2Σp³ + (Σp²)²), along the last dimension."
-    s2, s3 = (p * p).sum(-1), (p * p * p).sum(-1)
-    return (s2 - 2 * s3 + s2 * s2).clamp_min(0).sqrt()  # clamp: rounding can give -1e-17 at one-hot
+    "Frobenius norm of diag(p) - p pᵀ along the last dimension of a probability tensor, in O(n) without cancellation."
+    top = p.argmax(-1, keepdim=True)                                  # (..., 1) index m of the largest p
+    p_m = p.gather(-1, top)                                           # (..., 1)
+    o = p.scatter(-1, top, 0.0)                                       # (..., n) the others, p_m set to 0
+    one_minus_p = (1 - p).scatter(-1, top, o.sum(-1, keepdim=True))   # (..., n) 1 - p_i; 1 - p_m as Σ of the others
+    diag = (p * one_minus_p).square().sum(-1)                         # Σ p_i²(1 - p_i)²
+    r2, r4 = o.square().sum(-1), o.square().square().sum(-1)
+    off = 2 * p_m.squeeze(-1).square() * r2 + (r2 * r2 - r4).clamp_min(0)   # Σ_{i≠j} p_i² p_j²
+    return (diag + off).sqrt()
 
-# %% ../nbs/02_scaling.ipynb #1fb9cd5a
+# %% ../nbs/02_scaling.ipynb #8b05a55f
 def saturation_metrics(
     scores:torch.Tensor,     # (..., n) softmax inputs; each row is one query's scores over n keys
     temperature:float=1.0,   # divide the scores by this before the softmax
@@ -75,7 +81,7 @@ def saturation_metrics(
     p = torch.softmax(scores.to(dtype) / temperature, dim=-1)
     return dict(probs=p, max_prob=p.amax(-1), entropy=softmax_entropy(p), jacobian_norm=softmax_jacobian_norm(p))
 
-# %% ../nbs/02_scaling.ipynb #714f5a98
+# %% ../nbs/02_scaling.ipynb #59d8032f
 @dataclass
 class ExplorerView:
     "What the explorer shows for one setting: softmax inputs, probabilities and the three mean measures."
@@ -86,7 +92,7 @@ class ExplorerView:
     entropy:float              # mean over queries of H(p), nats
     jacobian_norm:float        # mean over queries of ‖diag(p) - p pᵀ‖_F
 
-# %% ../nbs/02_scaling.ipynb #6e7f2c82
+# %% ../nbs/02_scaling.ipynb #afc565d9
 class ScalingExplorer:
     "Scores, softmax and saturation measures for given slider values; no widgets, no plotting."
     def __init__(self,
@@ -129,19 +135,11 @@ class ScalingExplorer:
 
     def curve(self, d_ks, scaled:bool=True, temperature:float=1.0, seed:int=0)->dict:
         "The three mean measures at each d_k in `d_ks`: name -> float64 tensor of len(d_ks)."
-        d_ks = [_check_positive_int('d_k', d) for d in d_ks]
-        if max(d_ks) > self.max_d_k: raise ValueError(f"d_k={max(d_ks)} must be <= max_d_k={self.max_d_k}")
-        temperature = _check_temperature(temperature)
-        q, k = self.draws(seed)
-        # -- q·k over the first d components, for every d at once: a running sum of the products q_i k_i
-        walk = torch.cumsum(q[:, None, :] * k[None, :, :], dim=-1)         # (n_queries, n_keys, max_d_k)
-        idx = torch.tensor(d_ks) - 1
-        s = walk[..., idx].permute(2, 0, 1)                                 # (len(d_ks), n_queries, n_keys)
-        if scaled: s = s / torch.tensor(d_ks, dtype=s.dtype).sqrt()[:, None, None]
-        m = saturation_metrics(s / temperature)
-        return {name: m[name].mean(-1) for name in ('max_prob', 'entropy', 'jacobian_norm')}
+        views = [self(d, scaled, temperature, seed) for d in d_ks]
+        return {name: torch.tensor([getattr(v, name) for v in views], dtype=torch.float64)
+                for name in ('max_prob', 'entropy', 'jacobian_norm')}
 
-# %% ../nbs/02_scaling.ipynb #8984f0b4
+# %% ../nbs/02_scaling.ipynb #926bcad4
 DK_STEPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)  # the slider's d_k values
 
 def jacobian_curves(explorer:ScalingExplorer, temperature:float=1.0, seed:int=0, d_ks=DK_STEPS)->dict:
@@ -190,7 +188,7 @@ class ExplorerPlot:
         self.marker.set(data=([view.d_k], [view.jacobian_norm]), color=color)
         ax_j.set_title(f'gradient size: mean ‖J‖ {view.jacobian_norm:.3f}')
 
-# %% ../nbs/02_scaling.ipynb #8716eb14
+# %% ../nbs/02_scaling.ipynb #8115941d
 class ExplorerUI:
     "The interactive explorer: ipywidgets sliders driving a `ScalingExplorer`, shown as a PNG `Image`."
     def __init__(self, explorer:ScalingExplorer=None, d_k:int=64, scaled:bool=True, temperature:float=1.0, seed:int=0,
@@ -234,7 +232,7 @@ class ExplorerUI:
 
     def _repr_mimebundle_(self, **kwargs): return self.box._repr_mimebundle_(**kwargs)
 
-# %% ../nbs/02_scaling.ipynb #3a7b9ae9
+# %% ../nbs/02_scaling.ipynb #530e4dff
 def static_twin(explorer:ScalingExplorer=None, d_ks=(4, 64, 1024), temperature:float=1.0, seed:int=0):
     "A grid of explorer pictures, one row per (d_k, scaled/unscaled), for pages without a kernel."
     import matplotlib.pyplot as plt

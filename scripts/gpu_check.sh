@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Check and time the Triton FlashAttention kernels (chapter 11) on a GPU machine.
+# Installs nothing and needs no internet: it runs `python -m transformer_lit.flash_triton check`
+# from this checkout with the Python that already has torch and triton.
+#
+#   scripts/gpu_check.sh                 # on the GPU: correctness (bf16/fp16/fp32), tuning, benchmark, table last
+#   scripts/gpu_check.sh --dry-run       # anywhere: the same code in the Triton interpreter on tiny CPU sizes
+#   scripts/gpu_check.sh --json out.json --budget 300 --no-tune
+#
+# Environment: PYTHON (default: .venv/bin/python if present, else python3); CHECK_TIMEOUT (default 600 s).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+  if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"   # use this checkout without installing it
+for a in "$@"; do
+  if [ "$a" = "--dry-run" ]; then
+    # the interpreter must be chosen before triton is imported; hide GPUs so the CPU path runs
+    export TRITON_INTERPRET=1 CUDA_VISIBLE_DEVICES=""
+  fi
+done
+exec timeout "${CHECK_TIMEOUT:-600}" "$PY" -m transformer_lit.flash_triton check "$@"

@@ -1,0 +1,189 @@
+"""End to end: chapter 02 in a real JupyterLab, driven by headless Chromium through Playwright.
+
+Starts JupyterLab on a free localhost port with a random token, on a temporary copy of
+nbs/02_scaling.ipynb (nbs/ is never modified), opens it, runs all cells, moves the d_k slider of
+the explorer and checks that the picture changed and that no cell shows an error.
+
+Needs the system Chromium (`apt-get install -y chromium`, /usr/bin/chromium; never `playwright
+install`). Without it the test is skipped, unless the environment variable CI is set (to anything
+but "", "0", "false" or "no"): then it fails.
+"""
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = "02_scaling.ipynb"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+ERROR_MIME = "application/vnd.jupyter.stderr"   # JupyterLab renders tracebacks (and stderr) with this mime type
+RUN_ALL_TIMEOUT_S = 150                          # generous: a loaded 2-core machine; the test normally takes far less
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def on_ci():
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def require_browser():
+    if os.path.exists(CHROMIUM):
+        return
+    if on_ci():
+        pytest.fail(f"CI is set but {CHROMIUM} is missing: install it with `apt-get install -y chromium`")
+    pytest.skip(f"{CHROMIUM} not found (apt-get install -y chromium); this test only runs where it is installed")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def api(base, token, path, method="GET"):
+    req = urllib.request.Request(f"{base}{path}", method=method, headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return r.status, r.read()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    "A JupyterLab server on a temporary copy of the chapter: (base_url, token, log_path, n_code_cells). Always shut down."
+    require_browser()
+    work = tmp_path_factory.mktemp("lab")
+    root = work / "nbs"
+    root.mkdir()
+    # -- the copy starts without outputs or prompt numbers, so every number and picture seen comes from this run
+    nb = json.loads((ROOT / "nbs" / NOTEBOOK).read_text())
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+    (root / NOTEBOOK).write_text(json.dumps(nb))
+    n_code = sum(cell["cell_type"] == "code" for cell in nb["cells"])
+    # -- user settings: attach every cell to the DOM (the default windowing may leave off-screen cells out)
+    #    and no news or update checks (no network)
+    settings = work / "settings"
+    (settings / "@jupyterlab" / "notebook-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
+        json.dumps({"windowingMode": "none"}))
+    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    token, port = secrets.token_hex(24), free_port()
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}   # the kernel shows figures inline, like a learner's
+    env.update(JUPYTER_CONFIG_DIR=str(work / "config"), JUPYTER_RUNTIME_DIR=str(work / "runtime"),
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p))
+    log_path = work / "jupyterlab.log"
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+         "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+         f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={work / 'workspaces'}",
+         "--LabApp.news_url=None", "--LabApp.extension_manager=readonly", "--ServerApp.terminals_enabled=False",
+         *(["--allow-root"] if os.geteuid() == 0 else [])],
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"JupyterLab exited with {proc.returncode}:\n{log_path.read_text(errors='replace')[-3000:]}")
+            try:
+                if api(base, token, "/api/status")[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"JupyterLab did not answer within 60 s:\n{log_path.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.3)
+        yield base, token, log_path, n_code
+    finally:
+        # -- shut down: the API stops the kernels and the server; then make sure the process is gone
+        try:
+            api(base, token, "/api/shutdown", method="POST")
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        log.close()
+        assert (root / NOTEBOOK).exists()
+
+
+def prompts(page):
+    "The input prompts of all code cells, e.g. ['[1]:', '[*]:', '[ ]:']."
+    return page.eval_on_selector_all(".jp-Notebook .jp-CodeCell .jp-InputArea-prompt",
+                                     "els => els.map(e => e.textContent.trim())")
+
+
+def errors(page):
+    "Texts of every error (or stderr) output in the notebook."
+    return page.locator(f".jp-Notebook [data-mime-type='{ERROR_MIME}']").all_inner_texts()
+
+
+def test_explorer_in_jupyterlab(lab):
+    from playwright.sync_api import sync_playwright
+    base, token, log_path, n_code = lab
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1100})
+            page.set_default_timeout(60_000)
+            page.goto(f"{base}/lab/tree/{NOTEBOOK}?token={token}")
+            # -- wait until every code cell of the notebook is in the page
+            page.wait_for_function("n => document.querySelectorAll('.jp-Notebook .jp-CodeCell').length === n", arg=n_code)
+
+            # -- run all cells through the menu, as a learner would
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+            page.locator(".lm-Menu-item[data-command='notebook:run-all-cells']").click()
+            try:
+                page.wait_for_function(
+                    """n => { const ps = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputArea-prompt')]
+                                 .map(e => e.textContent.trim());
+                             return ps.length === n && ps.every(p => /^\\[\\d+\\]:$/.test(p)); }""",
+                    arg=n_code, timeout=RUN_ALL_TIMEOUT_S * 1000)
+            except Exception:
+                raise AssertionError(f"not every cell finished; prompts: {prompts(page)}\nerrors: {errors(page)}\n"
+                                     f"server log: {log_path.read_text(errors='replace')[-2000:]}")
+            numbers = [int(p[1:-2]) for p in prompts(page)]
+            assert numbers == list(range(1, n_code + 1)), numbers   # every cell ran once, in order
+            assert errors(page) == []
+            assert page.get_by_text("Error displaying widget").count() == 0
+
+            # -- the explorer rendered: its picture and its d_k slider
+            img = page.locator("img.scaling-explorer-plot")
+            img.wait_for(state="visible")
+            page.wait_for_function("el => el.complete && el.naturalWidth > 0", arg=img.element_handle())
+            img.scroll_into_view_if_needed()
+            readout = page.locator(".widget-html-content", has_text="mean max p")
+            assert "d_k=64" in readout.inner_text()
+            before_src, before_png = img.get_attribute("src"), img.screenshot()
+
+            # -- move the slider with the keyboard: focus its handle, End jumps to d_k = 1024
+            handle = page.locator(".scaling-explorer-dk .noUi-handle")
+            handle.focus()
+            page.keyboard.press("End")
+            page.wait_for_function("t => document.body.innerText.includes(t)", arg="d_k=1024,")
+            page.wait_for_function("([el, src]) => el.getAttribute('src') !== src && el.complete && el.naturalWidth > 0",
+                                   arg=[img.element_handle(), before_src])
+            after_png = img.screenshot()
+            assert after_png != before_png                    # a different picture on screen
+            assert "1024" in page.locator(".scaling-explorer-dk .widget-readout").inner_text()
+            assert errors(page) == []
+        finally:
+            browser.close()

@@ -1,0 +1,288 @@
+"""Tests for transformer_lit.flash_triton: the Triton FlashAttention-2 kernels against chapter 00's math backend.
+
+On a CPU the kernels run in the Triton interpreter (TRITON_INTERPRET=1, set by the module before it imports
+triton), so the sizes are small. On a CUDA machine the same tests compile the kernels.
+"""
+import json, math, os, subprocess, sys
+from pathlib import Path
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+import transformer_lit.flash_triton as ft
+from transformer_lit.attention import attend, attention_backends, scaled_dot_product_attention
+
+ROOT = Path(__file__).resolve().parent.parent
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+needs_triton = pytest.mark.skipif(not ft.triton_status(DEV)[0], reason=f"triton backend unavailable: {ft.triton_status(DEV)[1]}")
+
+
+def qkv(nq, nk, d, dtype=torch.float32, b=1, h=2, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(b, h, n, d, generator=g).to(DEV, dtype) for n in (nq, nk, nk)]
+
+
+def assert_rows_ok(rows):
+    bad = [r for r in rows if not r["ok"]]
+    assert not bad, bad
+    assert len(rows) == 4 and {r["name"] for r in rows} == {"out", "dq", "dk", "dv"}
+
+
+# -- forward and backward against the math backend ---------------------------------------------------
+
+@needs_triton
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("n", [1, 17, 64, 100])
+def test_fp32_forward_backward_lengths(n, is_causal):
+    "float32: output and gradients within 1e-4 (relative) of the float64 math backend; lengths not multiples of the tile."
+    assert_rows_ok(ft.compare_with_reference(*qkv(n, n, 32), is_causal=is_causal))
+
+
+@needs_triton
+@pytest.mark.parametrize("nq,nk,is_causal", [(17, 100, True), (100, 17, True), (64, 40, False), (40, 64, True)])
+def test_fp32_different_query_and_key_lengths(nq, nk, is_causal):
+    "Lq != Lk, causal top-left aligned like torch (query i sees keys j <= i)."
+    assert_rows_ok(ft.compare_with_reference(*qkv(nq, nk, 16, h=1), is_causal=is_causal))
+
+
+@needs_triton
+@pytest.mark.parametrize("d", [8, 40, 64, 128])
+def test_fp32_head_dims(d):
+    "Head dims that are not powers of two are padded to BLOCK_D inside the kernel and still exact."
+    assert_rows_ok(ft.compare_with_reference(*qkv(33, 33, d, h=1), is_causal=True))
+
+
+@needs_triton
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("n", [1, 17, 64, 100])
+def test_fp16_two_times_rule(n, is_causal):
+    "float16: each error at most 2x that of PyTorch's float16 computation, both against float32 (flash-attn's rule)."
+    assert_rows_ok(ft.compare_with_reference(*qkv(n, n, 64, torch.float16, h=1), is_causal=is_causal))
+
+
+@needs_triton
+@pytest.mark.skipif(DEV != "cuda", reason="the interpreter's bfloat16 tl.dot is wrong: bfloat16 is tested on CUDA only")
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_bf16_two_times_rule_cuda(is_causal):
+    assert_rows_ok(ft.compare_with_reference(*qkv(1023, 1023, 128, torch.bfloat16), is_causal=is_causal))
+
+
+@needs_triton
+def test_two_times_rule_can_fail(monkeypatch):
+    "The comparison is not vacuous: an output off by 1% breaks the 2x rule."
+    real = ft.triton_flash_attention
+    monkeypatch.setattr(ft, "triton_flash_attention", lambda *a, **k: real(*a, **k) * 1.01)
+    rows = ft.compare_with_reference(*qkv(17, 17, 16, torch.float16, h=1), is_causal=True)
+    assert [r["name"] for r in rows if not r["ok"]] == ["out", "dq", "dk", "dv"]
+
+
+@needs_triton
+def test_lse2_is_base2_logsumexp():
+    q, k, v = qkv(50, 70, 24)
+    o, lse2 = ft.triton_flash_forward(q, k, v, is_causal=True)
+    s = (q.double() @ k.double().transpose(-2, -1)) / math.sqrt(24)
+    s = s.masked_fill(~torch.ones(50, 70, dtype=torch.bool, device=DEV).tril(), float("-inf"))
+    assert lse2.dtype == torch.float32 and lse2.shape == (1, 2, 50)
+    torch.testing.assert_close(lse2.double() * math.log(2), s.logsumexp(-1), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(o.double(), scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True),
+                               rtol=1e-5, atol=1e-5)
+
+
+@needs_triton
+def test_scale_argument():
+    q, k, v = qkv(20, 20, 16)
+    torch.testing.assert_close(ft.triton_flash_attention(q, k, v, scale=0.3).double(),
+                               scaled_dot_product_attention(q.double(), k.double(), v.double(), scale=0.3), rtol=1e-5, atol=1e-5)
+
+
+@needs_triton
+def test_three_dim_inputs_and_strided_views():
+    "3-D (B, T, D) inputs; (B, H, T, D) views of a (B, T, H, D) tensor are used with their strides, grads included."
+    g = torch.Generator().manual_seed(1)
+    x = [torch.randn(2, 19, 3, 16, generator=g).to(DEV).requires_grad_() for _ in range(3)]   # (B, T, H, D)
+    views = [t.transpose(1, 2) for t in x]                                                       # (B, H, T, D), not contiguous
+    assert not views[0].is_contiguous() and ft._kernel_ready(views[0]) is views[0]
+    out = ft.triton_flash_attention(*views, is_causal=True)
+    out.backward(torch.ones_like(out))                       # an expanded (stride 0) gradient reaches the kernels
+    grads = [t.grad.clone() for t in x]
+    for t in x: t.grad = None
+    ref = scaled_dot_product_attention(*[t.double() for t in views], is_causal=True)
+    ref.backward(torch.ones_like(ref))
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
+    for a, t in zip(grads, x): torch.testing.assert_close(a.double(), t.grad.double(), rtol=1e-4, atol=1e-5)
+    q3, k3, v3 = (t[:, :, 0].detach() for t in x)                                               # (B, T, D)
+    torch.testing.assert_close(ft.triton_flash_attention(q3, k3, v3).double(),
+                               scaled_dot_product_attention(q3.double(), k3.double(), v3.double()), rtol=1e-5, atol=1e-5)
+
+
+@needs_triton
+def test_empty_lengths():
+    "No queries: an empty output; no keys: zeros (our rule for a row with nothing to attend to)."
+    q, k, v = qkv(5, 0, 16)
+    out = ft.triton_flash_attention(q, k, v)
+    assert out.shape == (1, 2, 5, 16) and bool((out == 0).all())
+    q, k, v = qkv(0, 5, 16)
+    assert ft.triton_flash_attention(q, k, v).shape == (1, 2, 0, 16)
+
+
+@needs_triton
+@settings(max_examples=8)
+@given(b=st.integers(1, 2), h=st.integers(1, 2), nq=st.integers(1, 70), nk=st.integers(1, 70),
+       d=st.sampled_from([8, 16, 24, 32]), is_causal=st.booleans(), seed=st.integers(0, 2**16))
+def test_forward_property_small_shapes(b, h, nq, nk, d, is_causal, seed):
+    q, k, v = qkv(nq, nk, d, b=b, h=h, seed=seed)
+    out = ft.triton_flash_attention(q, k, v, is_causal=is_causal)
+    ref = scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=is_causal)
+    assert out.shape == (b, h, nq, d) and torch.isfinite(out).all()
+    assert (out.double() - ref).abs().max().item() <= 1e-4 * max(1.0, ref.abs().max().item())
+
+
+# -- the tile schedule ------------------------------------------------------------------------------
+
+@settings(max_examples=25)
+@given(nq=st.integers(1, 300), nk=st.integers(1, 300), bm=st.sampled_from([16, 32, 64, 128]),
+       bn=st.sampled_from([16, 32, 64]), is_causal=st.booleans())
+def test_tile_phases_match_the_mask(nq, nk, bm, bn, is_causal):
+    "Unmasked tiles need no mask, skipped tiles are fully masked, every allowed (i, j) is in a visited tile."
+    ph = ft.tile_phases(nq, nk, bm, bn, is_causal)
+    assert ph.shape == (math.ceil(nq / bm), math.ceil(nk / bn))
+    for a in range(ph.shape[0]):
+        for c in range(ph.shape[1]):
+            i = torch.arange(a * bm, a * bm + bm)[:, None]; j = torch.arange(c * bn, c * bn + bn)[None, :]
+            inside = (j < nk) & ((j <= i) if is_causal else torch.ones_like(j, dtype=torch.bool))
+            rows = i < nq
+            if ph[a, c] == 1: assert bool(((j < nk) & ((j <= i) | (not is_causal))).all())
+            if ph[a, c] == 0: assert not bool((inside & rows).any())
+
+
+def test_attention_flops():
+    assert ft.attention_flops(1, 1, 10, 20, 8) == 4 * 10 * 20 * 8
+    assert ft.attention_flops(2, 3, 10, 10, 8, is_causal=True) == 4 * 2 * 3 * 100 * 8 / 2
+    assert ft.attention_flops(1, 1, 10, 10, 8, mode="fwd+bwd") == 3.5 * 4 * 100 * 8
+
+
+def test_block_config():
+    assert ft.block_config("fwd", 64, torch.float16, interpret=True) == dict(BLOCK_M=32, BLOCK_N=32, num_warps=4, num_stages=1)
+    assert ft.block_config("fwd", 128, torch.bfloat16, interpret=False)["num_warps"] == 8
+    cfg = dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2)
+    ft.TUNED_CONFIGS[("fwd", 64, torch.bfloat16, True)] = cfg
+    try: assert ft.block_config("fwd", 64, torch.bfloat16, True, interpret=False) == cfg
+    finally: del ft.TUNED_CONFIGS[("fwd", 64, torch.bfloat16, True)]
+    with pytest.raises(ValueError, match=r"^kind='both' must be 'fwd' or 'bwd'$"): ft.block_config("both", 64, torch.float16)
+
+
+def test_gpu_correctness_cases_cover_the_issue():
+    cases = ft.correctness_cases("cuda")
+    assert {c[0] for c in cases} == {torch.bfloat16, torch.float16, torch.float32}
+    assert {c[1] for c in cases} >= {64, 128} and {c[4] for c in cases} == {False, True}
+    assert {c[2] for c in cases} >= {1, 17, 113, 1023} and any(c[2] != c[3] for c in cases)
+
+
+# -- the backend registry ---------------------------------------------------------------------------
+
+@needs_triton
+def test_registered_backend():
+    q, k, v = qkv(17, 17, 16)
+    out, w, used = attend(q, k, v, is_causal=True, backend="triton")
+    assert used == "triton" and w is None
+    torch.testing.assert_close(out, attention_backends["math"](q, k, v, is_causal=True), rtol=1e-5, atol=1e-5)
+    assert attend(q, k, v).backend != "triton"                                  # "auto" never picks it
+    assert ft.triton_supports(q, k, v, None, True, 0.0)
+    assert not ft.triton_supports(q, k, v, torch.ones(17, 17, dtype=torch.bool), False, 0.0)
+    assert not ft.triton_supports(q, k, v, None, False, 0.1)
+    assert not ft.triton_supports(q.double(), k.double(), v.double(), None, False, 0.0)
+    with pytest.raises(ValueError, match=r"^mask must be None for the triton backend \(it supports is_causal only\)"):
+        ft.triton_backend(q, k, v, mask=torch.ones(17, 17, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"^dropout_p=0.1 must be 0: the triton backend has no dropout"):
+        ft.triton_backend(q, k, v, dropout_p=0.1)
+
+
+# -- bad inputs, each with its message ----------------------------------------------------------------
+
+@needs_triton
+def test_bad_inputs():
+    q, k, v = qkv(8, 8, 16)
+    with pytest.raises(TypeError, match=r"^dtype=torch.float64 is not supported by the triton backend: use torch.float16, "
+                                        r"torch.bfloat16 or torch.float32$"):
+        ft.triton_flash_attention(q.double(), k.double(), v.double())
+    with pytest.raises(ValueError, match=r"^head dim D=160 is not supported by the triton backend: it supports 1 <= D <= 128$"):
+        ft.triton_flash_attention(*qkv(8, 8, 160))
+    with pytest.raises(ValueError, match=r"^v.shape\[-1\]=8 must equal q.shape\[-1\]=16: the triton kernels use one head dim$"):
+        ft.triton_flash_attention(q, k, v[..., :8])
+    with pytest.raises(ValueError, match=r"^q.dim\(\)=5 must be 3 \(B, T, D\) or 4 \(B, H, T, D\) for the triton backend$"):
+        ft.triton_flash_attention(q[None], k[None], v[None])
+    with pytest.raises(ValueError, match=r"^q, k and v must be on one device, got q on .*, k on meta, v on "):
+        ft.triton_flash_attention(q, k.to("meta"), v)
+    with pytest.raises(TypeError, match=r"^scale='0.1' must be a number or None$"):
+        ft.triton_flash_attention(q, k, v, scale="0.1")
+    with pytest.raises(TypeError, match=r"^q.dtype=torch.float32, k.dtype=torch.float16, v.dtype=torch.float32 must be equal$"):
+        ft.triton_flash_attention(q, k.half(), v)                              # chapter 00's check_qkv
+    if ft.interpreting():
+        with pytest.raises(TypeError, match=r"^dtype=torch.bfloat16 is not supported by the Triton interpreter .*"
+                                            r"use torch.float16 or torch.float32 on a CPU, bfloat16 on CUDA$"):
+            ft.triton_flash_attention(q.bfloat16(), k.bfloat16(), v.bfloat16())
+
+
+def _run(code, **env):
+    e = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, cwd=ROOT, timeout=120)
+
+
+def test_imports_without_triton():
+    "With triton missing the module imports, registers the backend and says why it is unavailable."
+    r = _run("""
+import sys; sys.modules['triton'] = None          # makes `import triton` raise ImportError
+import torch, transformer_lit.flash_triton as ft
+from transformer_lit.attention import attend
+ok, why = ft.triton_status('cpu'); print(ok, why)
+assert not ok and why.startswith('triton is not installed') and not ft.interpreting()
+q = torch.randn(1, 1, 4, 8)
+try: ft.triton_flash_attention(q, q, q)
+except RuntimeError as e: print('raised:', e)
+try: attend(q, q, q, backend='triton')
+except ValueError as e: print('attend:', e)
+print('auto:', attend(q, q, q).backend)
+""")
+    assert r.returncode == 0, r.stderr
+    assert "raised: the triton backend is unavailable on cpu: triton is not installed" in r.stdout
+    assert "attend: backend='triton' does not support these inputs" in r.stdout and "auto: sdpa" in r.stdout
+
+
+def test_cpu_without_interpreter_is_unavailable():
+    "TRITON_INTERPRET=0 on a CPU-only machine: compiled kernels cannot take CPU tensors, and the reason says so."
+    r = _run("""
+import torch, transformer_lit.flash_triton as ft
+if torch.cuda.is_available(): print('cuda machine'); raise SystemExit
+ok, why = ft.triton_status('cpu'); print(ok, why)
+q = torch.randn(1, 1, 4, 8)
+try: ft.triton_flash_attention(q, q, q)
+except RuntimeError as e: print('raised:', e)
+""", TRITON_INTERPRET="0")
+    assert r.returncode == 0, r.stderr
+    if "cuda machine" not in r.stdout:
+        assert "raised: the triton backend is unavailable on cpu: CPU tensors need the Triton interpreter: set TRITON_INTERPRET=1" in r.stdout
+
+
+# -- the GPU check script, in dry-run mode --------------------------------------------------------------
+
+@needs_triton
+def test_gpu_check_script_dry_run(tmp_path):
+    "scripts/gpu_check.sh --dry-run: the whole check in the interpreter; the table is printed last."
+    out = tmp_path / "report.json"
+    env = {**os.environ, "PYTHON": sys.executable, "MPLBACKEND": "Agg"}
+    r = subprocess.run(["bash", "scripts/gpu_check.sh", "--dry-run", "--json", str(out)], capture_output=True, text=True,
+                       env=env, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    lines = r.stdout.strip().splitlines()
+    assert "triton backend on cpu: available" in r.stdout and "correctness: 16/16 checks within bounds" in r.stdout
+    assert lines[-5].startswith("| D | causal | N |") and all(l.startswith("| 32 |") for l in lines[-4:])
+    rep = json.loads(out.read_text())
+    assert rep["ok"] and rep["versions"]["interpreter"] and len(rep["bench"]) == 4
+    assert all(row["triton_tflops"] > 0 for row in rep["bench"])
+    import matplotlib; matplotlib.use("Agg")
+    fig = ft.plot_tflops(rep["bench"], "dry run")
+    assert len(fig.axes) == 2
+
+
+def test_main_rejects_unknown_command():
+    with pytest.raises(SystemExit): ft.main(["bench"])
