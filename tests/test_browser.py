@@ -139,6 +139,11 @@ def errors(page):
 def test_explorer_in_jupyterlab(lab):
     from playwright.sync_api import sync_playwright
     base, token, log_path, n_code = lab
+    t0, phases = time.monotonic(), {}
+
+    def phase(name):
+        phases[name] = round(time.monotonic() - t0, 1)
+
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
@@ -147,10 +152,11 @@ def test_explorer_in_jupyterlab(lab):
             page.goto(f"{base}/lab/tree/{NOTEBOOK}?token={token}")
             # -- wait until every code cell of the notebook is in the page
             page.wait_for_function("n => document.querySelectorAll('.jp-Notebook .jp-CodeCell').length === n", arg=n_code)
+            phase("notebook open")
 
             # -- run all cells through the menu, as a learner would
             page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-            page.locator(".lm-Menu-item[data-command='notebook:run-all-cells']").click()
+            page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
             try:
                 page.wait_for_function(
                     """n => { const ps = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputArea-prompt')]
@@ -160,6 +166,7 @@ def test_explorer_in_jupyterlab(lab):
             except Exception:
                 raise AssertionError(f"not every cell finished; prompts: {prompts(page)}\nerrors: {errors(page)}\n"
                                      f"server log: {log_path.read_text(errors='replace')[-2000:]}")
+            phase("all cells run")
             numbers = [int(p[1:-2]) for p in prompts(page)]
             assert numbers == list(range(1, n_code + 1)), numbers   # every cell ran once, in order
             assert errors(page) == []
@@ -185,5 +192,7 @@ def test_explorer_in_jupyterlab(lab):
             assert after_png != before_png                    # a different picture on screen
             assert "1024" in page.locator(".scaling-explorer-dk .widget-readout").inner_text()
             assert errors(page) == []
+            phase("slider moved, picture changed")
+            print(f"seconds since the server was up: {phases}")
         finally:
             browser.close()

@@ -10,7 +10,7 @@ __all__ = ['LOG2E', 'SUPPORTED_DTYPES', 'MAX_HEAD_DIM', 'TUNED_CONFIGS', 'PROVID
            'tune', 'versions', 'correctness_cases', 'check_correctness', 'forward_memory', 'goals', 'format_table',
            'run_check', 'main', 'plot_tflops']
 
-# %% ../nbs/11_flash_triton.ipynb #b72370c3
+# %% ../nbs/11_flash_triton.ipynb #80630e88
 import os, sys, math, time, json, argparse, platform
 import torch
 import torch.nn.functional as F
@@ -34,7 +34,7 @@ except ImportError as e:
     triton = tl = _NoTriton()
     TRITON_ERROR = f"triton is not installed ({e}); `pip install triton` (Linux) to use this backend"
 
-# %% ../nbs/11_flash_triton.ipynb #90cc607f
+# %% ../nbs/11_flash_triton.ipynb #035bf0f1
 @triton.jit
 def _attn_fwd_inner(acc, l_i, m_i, q, K, V, stride_kn, stride_vn, offs_m, offs_d, lo, hi, N_K, qk_scale,
                     IS_CAUSAL: tl.constexpr, MASKED: tl.constexpr, HEAD_DIM: tl.constexpr,
@@ -102,7 +102,7 @@ def _attn_fwd(Q, K, V, O, LSE, qk_scale,
     tl.store(O + offs_m[:, None] * stride_on + offs_d[None, :], acc.to(O.dtype.element_ty), mask=q_mask)
     tl.store(LSE + bh.to(tl.int64) * N_Q + offs_m, m_i + tl.log2(l_i), mask=offs_m < N_Q)
 
-# %% ../nbs/11_flash_triton.ipynb #5513995e
+# %% ../nbs/11_flash_triton.ipynb #9458ac33
 @triton.jit(do_not_specialize=["H", "N_Q"])
 def _attn_bwd_delta(O, DO, DELTA, stride_ob, stride_oh, stride_on, stride_dob, stride_doh, stride_don, H, N_Q,
                     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr):
@@ -116,7 +116,7 @@ def _attn_bwd_delta(O, DO, DELTA, stride_ob, stride_oh, stride_on, stride_dob, s
     do = tl.load(DO + b * stride_dob + h * stride_doh + offs_m[:, None] * stride_don + offs_d[None, :], mask=mask, other=0.0)
     tl.store(DELTA + bh.to(tl.int64) * N_Q + offs_m, tl.sum(o.to(tl.float32) * do.to(tl.float32), 1), mask=offs_m < N_Q)
 
-# %% ../nbs/11_flash_triton.ipynb #26e8e6a4
+# %% ../nbs/11_flash_triton.ipynb #12854419
 @triton.jit
 def _attn_bwd_dkdv_inner(dk, dv, k, v, Q, DO, LSE, DELTA, stride_qn, stride_don, offs_n, offs_d, lo, hi, N_Q,
                          qk_scale, IS_CAUSAL: tl.constexpr, MASKED: tl.constexpr, HEAD_DIM: tl.constexpr,
@@ -193,7 +193,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, qk_scale, scale,
     tl.store(DK + offs_n[:, None] * stride_kn + offs_d[None, :], (dk * scale).to(DK.dtype.element_ty), mask=kv_mask)
     tl.store(DV + offs_n[:, None] * stride_vn + offs_d[None, :], dv.to(DV.dtype.element_ty), mask=kv_mask)
 
-# %% ../nbs/11_flash_triton.ipynb #86f31a03
+# %% ../nbs/11_flash_triton.ipynb #7c723eec
 @triton.jit
 def _attn_bwd_dq_inner(dq, q, do, lse, delta, K, V, stride_kn, stride_vn, offs_m, offs_d, lo, hi, N_K, qk_scale,
                        IS_CAUSAL: tl.constexpr, MASKED: tl.constexpr, HEAD_DIM: tl.constexpr,
@@ -254,7 +254,7 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, qk_scale, scale,
                             qk_scale, IS_CAUSAL, True, HEAD_DIM, BLOCK_N, PRECISION)
     tl.store(DQ + offs_m[:, None] * stride_qn + offs_d[None, :], (dq * scale).to(DQ.dtype.element_ty), mask=q_mask)
 
-# %% ../nbs/11_flash_triton.ipynb #975bff45
+# %% ../nbs/11_flash_triton.ipynb #93024e32
 LOG2E = 1.4426950408889634        # log2(e): e^x = 2^(x * LOG2E)
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 MAX_HEAD_DIM = 128                # head dims 1..128; padded to a power of two >= 16 inside the kernels
@@ -279,9 +279,9 @@ def block_config(kind: str, # "fwd" or "bwd"
         return (dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2) if kind == "fwd" else
                 dict(BLOCK_M1=32, BLOCK_N1=64, BLOCK_M2=64, BLOCK_N2=32, num_warps=4, num_stages=2))
     if kind == "fwd": return dict(BLOCK_M=128, BLOCK_N=64, num_warps=8 if head_dim > 64 else 4, num_stages=3)
-    return dict(BLOCK_M1=32, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=32, num_warps=8 if head_dim > 64 else 4, num_stages=3)
+    return dict(BLOCK_M1=32, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=32, num_warps=8, num_stages=3)
 
-# %% ../nbs/11_flash_triton.ipynb #dfae78e3
+# %% ../nbs/11_flash_triton.ipynb #551b2dc0
 def _bd(head_dim): return max(16, triton.next_power_of_2(head_dim))    # BLOCK_D: padded head dim
 def _precision(dtype): return "ieee" if dtype == torch.float32 else "tf32"  # tf32 is ignored for 16-bit inputs
 
@@ -326,18 +326,19 @@ def triton_flash_backward(do, q, k, v, o, lse2, # the incoming gradient, the inp
                                                              BLOCK_M=cfg["BLOCK_M2"], BLOCK_N=cfg["BLOCK_N2"], **meta)
     return dq, dk, dv
 
-# %% ../nbs/11_flash_triton.ipynb #aa830382
+# %% ../nbs/11_flash_triton.ipynb #917a4384
 def triton_status(device: str|torch.device="cuda", # the device the tensors are on
                  ) -> tuple[bool, str]:
     "(available, reason): whether the triton backend can run on `device`, and why (not)."
     device = torch.device(device)
     if TRITON_ERROR is not None: return False, TRITON_ERROR
+    if device.type not in ("cpu", "cuda"):
+        return False, f"device={device} is not supported: use cuda tensors, or cpu ones with TRITON_INTERPRET=1"
     if interpreting():
         return True, f"Triton {triton.__version__} interpreter (TRITON_INTERPRET=1): exact but slow, for small tensors"
     if device.type == "cpu":
         return False, ("CPU tensors need the Triton interpreter: set TRITON_INTERPRET=1 before "
                        "transformer_lit.flash_triton is imported")
-    if device.type != "cuda": return False, f"device={device} is not supported: use cuda tensors, or cpu ones with TRITON_INTERPRET=1"
     if not torch.cuda.is_available(): return False, "torch.cuda.is_available() is False"
     cap = torch.cuda.get_device_capability(device)
     if cap < (8, 0): return False, f"compute capability {cap[0]}.{cap[1]} is below 8.0 (Ampere), which these kernels need"
@@ -364,7 +365,7 @@ def check_triton_inputs(q, k, v, # queries (B, H, Lq, D) or (B, Lq, D); keys and
         raise TypeError(f"dtype=torch.bfloat16 is not supported by the Triton interpreter (its bfloat16 tl.dot is wrong "
                         f"in triton {triton.__version__}): use torch.float16 or torch.float32 on a CPU, bfloat16 on CUDA")
 
-# %% ../nbs/11_flash_triton.ipynb #0f4f4798
+# %% ../nbs/11_flash_triton.ipynb #4ac72e9d
 class TritonFlashAttentionFunction(torch.autograd.Function):
     "FlashAttention-2 in Triton: forward saves (q, k, v, o, lse2); backward recomputes the probabilities."
     @staticmethod
@@ -398,7 +399,7 @@ def triton_flash_attention(q: torch.Tensor, # queries (B, H, Lq, D) or (B, Lq, D
     q, k, v = _kernel_ready(q), _kernel_ready(k), _kernel_ready(v)
     return TritonFlashAttentionFunction.apply(q, k, v, bool(is_causal), scale)
 
-# %% ../nbs/11_flash_triton.ipynb #7293bcc9
+# %% ../nbs/11_flash_triton.ipynb #72905a51
 def reference_attention(q, k, v, is_causal=False, scale=None,
                         upcast: bool=True, # True: chapter 00's math backend in float32 (float64 for float32 inputs)
                        ):
@@ -436,7 +437,7 @@ def compare_with_reference(q, k, v, # inputs (B, H, Lq, D) etc. of one dtype on 
                          err=err, bound=bound, ok=err <= bound))
     return rows
 
-# %% ../nbs/11_flash_triton.ipynb #46730e3e
+# %% ../nbs/11_flash_triton.ipynb #1a729855
 def tile_phases(n_q: int, n_k: int, block_m: int, block_n: int, is_causal: bool=False):
     "(query blocks, key blocks) int tensor of the forward kernel's schedule: 0 skipped, 1 unmasked, 2 masked."
     rows = []
@@ -446,7 +447,7 @@ def tile_phases(n_q: int, n_k: int, block_m: int, block_n: int, is_causal: bool=
         rows.append([1 if s < full else 2 if s < hi else 0 for s in range(0, n_k, block_n)])
     return torch.tensor(rows)
 
-# %% ../nbs/11_flash_triton.ipynb #705e0231
+# %% ../nbs/11_flash_triton.ipynb #2188b211
 def triton_supports(q, k, v, mask, is_causal, dropout_p) -> bool:
     "Whether the triton backend runs these inputs: no mask, no dropout, and tensors `check_triton_inputs` accepts."
     if mask is not None or dropout_p: return False
@@ -464,7 +465,7 @@ def triton_backend(q, k, v, mask=None, is_causal=False, scale=None, dropout_p=0.
 
 register_backend("triton", triton_backend, supports=triton_supports, priority=40)
 
-# %% ../nbs/11_flash_triton.ipynb #80161b9d
+# %% ../nbs/11_flash_triton.ipynb #ef8b3ffe
 def attention_flops(batch, heads, n_q, n_k, head_dim, is_causal=False, mode="fwd") -> float:
     "FLOPs: 4·B·H·Lq·Lk·D forward, half when causal; the backward counts 2.5x the forward."
     f = 4.0 * batch * heads * n_q * n_k * head_dim * (0.5 if is_causal else 1.0)
@@ -519,7 +520,7 @@ def benchmark(device, dtype=torch.bfloat16, head_dims=(64, 128), lengths=(1024, 
                     rows.append(row)
     return rows
 
-# %% ../nbs/11_flash_triton.ipynb #c9055828
+# %% ../nbs/11_flash_triton.ipynb #3a685020
 FWD_CANDIDATES = [dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=3), dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3),
                   dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3), dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3),
                   dict(BLOCK_M=128, BLOCK_N=32, num_warps=4, num_stages=4), dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=4)]
@@ -552,7 +553,7 @@ def tune(device="cuda", dtype=torch.bfloat16, head_dims=(64, 128), causals=(Fals
                     log(f"  tune {kind} D={d} causal={causal}: {len(times)} configs, best {ms:.3f} ms {cfg}")
     return best
 
-# %% ../nbs/11_flash_triton.ipynb #d5198786
+# %% ../nbs/11_flash_triton.ipynb #5eb20d55
 def versions() -> dict:
     "Python, torch, triton, cuDNN and NumPy versions and the device, for the report."
     import numpy
@@ -567,12 +568,13 @@ def correctness_cases(device, quick=False):
     "(dtype, D, Lq, Lk, causal) cases for the check: wide on CUDA, tiny in the interpreter."
     if torch.device(device).type == "cuda":
         lens = [(1, 1), (17, 17), (113, 113), (1023, 1023), (100, 257), (257, 100)]
-        base = [(dt, d) for dt in (torch.bfloat16, torch.float16) for d in (64, 128)]
-        base += [(torch.float32, 64), (torch.float16, 40), (torch.bfloat16, 16)]
+        cases = [(dt, d, c) for dt in (torch.bfloat16, torch.float16) for d in (64, 128) for c in (False, True)]
+        cases += [(torch.float16, 40, True), (torch.bfloat16, 16, False), (torch.float32, 64, False)]  # each compiles 4 kernels
     else:
-        lens = [(17, 17), (64, 40)] if quick else [(1, 1), (17, 17), (100, 100), (40, 64)]
-        base = [(torch.float32, 32), (torch.float16, 16)] if quick else [(torch.float32, 32), (torch.float16, 40), (torch.float32, 8)]
-    return [(dt, d, nq, nk, c) for dt, d in base for c in (False, True) for nq, nk in lens]
+        if quick: return [(torch.float32, 32, 17, 17, c) for c in (False, True)] + [(torch.float16, 16, 64, 40, c) for c in (False, True)]
+        lens = [(1, 1), (17, 17), (100, 100), (40, 64)]
+        cases = [(dt, d, c) for dt, d in [(torch.float32, 32), (torch.float16, 40), (torch.float32, 8)] for c in (False, True)]
+    return [(dt, d, nq, nk, c) for dt, d, c in cases for nq, nk in lens]
 
 def check_correctness(device, cases, log=print) -> list[dict]:
     "Run `compare_with_reference` on every case (B=2, H=3 on CUDA; B=1, H=2 on a CPU); return all rows."
@@ -600,7 +602,7 @@ def forward_memory(device="cuda", dtype=torch.bfloat16, n=16384, d=128, heads=16
     del q, k, v, o
     return dict(peak_bytes=peak, io_bytes=io, ratio=peak / io)
 
-# %% ../nbs/11_flash_triton.ipynb #952d4cc9
+# %% ../nbs/11_flash_triton.ipynb #db228dc8
 def goals(rows, matmul_tflops=None, memory=None) -> list[str]:
     "The issue's performance goals with the measured values (reported, never asserted)."
     out, big = [], [r for r in rows if r["N"] >= 4096 and r.get("triton_tflops")]
@@ -638,7 +640,7 @@ def format_table(rows) -> str:
                      + (f"{t / fl:.2f}" if t and fl else "n/a") + " |")
     return "\n".join(lines)
 
-# %% ../nbs/11_flash_triton.ipynb #22e2f451
+# %% ../nbs/11_flash_triton.ipynb #b5833003
 def run_check(dry_run: bool=False, # CPU interpreter, tiny sizes: tests the script itself
               tune_tiles: bool=True, budget_s: float=330, json_path: str|None=None, log=print) -> dict:
     "The GPU check: versions, correctness, tuning, benchmark, goals, and the table printed last."
@@ -689,7 +691,7 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__" and sys.argv[0].endswith("flash_triton.py"): sys.exit(main())  # `python -m`, not a notebook
 
-# %% ../nbs/11_flash_triton.ipynb #0d4a5834
+# %% ../nbs/11_flash_triton.ipynb #0b791809
 def plot_tflops(rows, title=""):
     "TFLOP/s against sequence length, one panel per (head dim, mode), one line per provider and causality."
     import matplotlib.pyplot as plt

@@ -5,11 +5,11 @@
 # %% auto #0
 __all__ = ['causal_mask', 'mask_to_str', 'to_additive', 'padding_mask', 'combine_masks', 'from_torch_masks']
 
-# %% ../nbs/06_causal_mask.ipynb #e9b68bfb
+# %% ../nbs/06_causal_mask.ipynb #3c988672
 import torch
 from torch import Tensor
 
-# %% ../nbs/06_causal_mask.ipynb #47e46dd2
+# %% ../nbs/06_causal_mask.ipynb #8bf816f5
 def _check_length(name, value):
     "Raise unless `value` is a non-negative Python int."
     if isinstance(value, bool) or not isinstance(value, int):
@@ -18,7 +18,7 @@ def _check_length(name, value):
 
 _ALIGNS = ("top-left", "bottom-right")
 
-# %% ../nbs/06_causal_mask.ipynb #f00c316c
+# %% ../nbs/06_causal_mask.ipynb #9d91b0ec
 def causal_mask(q_len:int, # Lq, the number of queries
                 k_len:int|None=None, # Lk, the number of keys (default: `q_len`)
                 align:str="top-left", # "top-left" (like torch's `is_causal`) or "bottom-right" (new queries after a cache)
@@ -33,7 +33,7 @@ def causal_mask(q_len:int, # Lq, the number of queries
     j = torch.arange(k_len, device=device)[None, :]  # (1, Lk)
     return j <= i + o  # (Lq, Lk)
 
-# %% ../nbs/06_causal_mask.ipynb #d141e95f
+# %% ../nbs/06_causal_mask.ipynb #b51aaf0f
 def mask_to_str(mask:Tensor, # bool (Lq, Lk), True = may attend
                ) -> str: # one line per query: "■" may attend, "·" blocked
     "Draw a 2-D bool mask as text."
@@ -41,7 +41,7 @@ def mask_to_str(mask:Tensor, # bool (Lq, Lk), True = may attend
         raise ValueError(f"mask must be a 2-D bool tensor, got dtype {mask.dtype} and shape {tuple(mask.shape)}")
     return "\n".join("".join("■" if a else "·" for a in row) for row in mask.tolist())
 
-# %% ../nbs/06_causal_mask.ipynb #61bcd163
+# %% ../nbs/06_causal_mask.ipynb #f9fb901f
 def to_additive(mask:Tensor, # bool (True = may attend) or float (returned as it is)
                 dtype:torch.dtype=torch.float32, # dtype of the float mask built from a bool one
                ) -> Tensor: # float mask: 0 where allowed, -inf where blocked
@@ -51,7 +51,7 @@ def to_additive(mask:Tensor, # bool (True = may attend) or float (returned as it
     if not mask.is_floating_point(): raise TypeError(f"mask has dtype {mask.dtype}; it must be bool or floating point")
     return mask
 
-# %% ../nbs/06_causal_mask.ipynb #190ccf14
+# %% ../nbs/06_causal_mask.ipynb #92516e79
 def padding_mask(lengths, # (B,) number of real tokens per sequence: a 1-D integer tensor or a list of ints
                  max_len:int|None=None, # padded length T (default: the largest length)
                 ) -> Tensor: # bool (B, T), True on real tokens (right padding)
@@ -67,7 +67,7 @@ def padding_mask(lengths, # (B,) number of real tokens per sequence: a 1-D integ
     if (lengths > max_len).any(): raise ValueError(f"lengths={lengths.tolist()} must be <= max_len={max_len}")
     return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]  # (B, T)
 
-# %% ../nbs/06_causal_mask.ipynb #7440f68b
+# %% ../nbs/06_causal_mask.ipynb #06a6f2be
 def combine_masks(*masks:Tensor|None, # bool (True = may attend) or float (added) masks; None entries are skipped
                  ) -> Tensor|None: # their broadcast combination, or None when every entry is None
     "Combine masks that must all hold: bool masks by AND; if any mask is float, the sum of the float forms."
@@ -87,7 +87,7 @@ def combine_masks(*masks:Tensor|None, # bool (True = may attend) or float (added
     for m in ms[1:]: out = out + to_additive(m, dtype)
     return out
 
-# %% ../nbs/06_causal_mask.ipynb #88d2cf14
+# %% ../nbs/06_causal_mask.ipynb #07ed4e9c
 def from_torch_masks(attn_mask:Tensor|None=None, # torch's attn_mask: bool (True = blocked) or float, (Lq, Lk) or (B*H, Lq, Lk)
                      key_padding_mask:Tensor|None=None, # torch's key_padding_mask: bool (True = pad) or float, (B, Lk)
                      n_heads:int|None=None, # H, needed to unfold a 3-D attn_mask
