@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['BLOCK_ACTIVATIONS', 'make_norm', 'EncoderBlock', 'cached_causal_mask', 'DecoderBlock', 'DecoderOnlyBlock']
 
-# %% ../nbs/07_cross_attention.ipynb #06a5d8f7
+# %% ../nbs/07_cross_attention.ipynb #1a7d3a0c
 import torch
 from torch import nn, Tensor
 from .attention import check_mask
@@ -14,7 +14,7 @@ from .norm import LayerNorm, RMSNorm, Residual
 from .ffn import ACTIVATIONS, make_ffn
 from .masks import causal_mask
 
-# %% ../nbs/07_cross_attention.ipynb #08efd129
+# %% ../nbs/07_cross_attention.ipynb #47c7aca8
 BLOCK_ACTIVATIONS = ("swiglu", *ACTIVATIONS)  # "swiglu" builds a `SwiGLU`, the others a `FeedForward`
 
 def make_norm(norm:str, # "layer" (`LayerNorm`) or "rms" (`RMSNorm`)
@@ -40,7 +40,7 @@ def _sublayers(d_model, d_ff, dropout, activation, norm_first, bias, norm, layer
     residual = lambda f: Residual(f, d_model, norm_first, make_norm(norm, d_model, layer_norm_eps, bias), dropout)
     return residual, make_ffn(d_model, d_ff, activation, dropout, bias)
 
-# %% ../nbs/07_cross_attention.ipynb #739e4809
+# %% ../nbs/07_cross_attention.ipynb #f4dd9489
 class EncoderBlock(nn.Module):
     "Self-attention then FFN, each in a `Residual` (pre-norm when `norm_first`): one encoder layer."
     def __init__(self, d_model:int, # width of the residual stream
@@ -72,7 +72,7 @@ class EncoderBlock(nn.Module):
         x = self.ffn(x)
         return x
 
-# %% ../nbs/07_cross_attention.ipynb #9adef2ba
+# %% ../nbs/07_cross_attention.ipynb #72a86003
 def cached_causal_mask(x:Tensor, # the new queries (B, Lq, d_model)
                        mask:Tensor|None, # the caller's mask, if any
                        is_causal:bool, # the caller's is_causal
@@ -89,7 +89,7 @@ def cached_causal_mask(x:Tensor, # the new queries (B, Lq, d_model)
     check_mask(mask, (B, n_heads, Lq, past + Lq), is_causal)  # refuses is_causal together with a mask
     return causal_mask(Lq, past + Lq, "bottom-right", device=x.device), False  # (Lq, past + Lq)
 
-# %% ../nbs/07_cross_attention.ipynb #5566e3b6
+# %% ../nbs/07_cross_attention.ipynb #5f486895
 class DecoderBlock(nn.Module):
     "Causal self-attention, cross-attention to the encoder memory, FFN; each in a `Residual`: one decoder layer."
     def __init__(self, d_model:int, # width of the residual stream (and of the memory)
@@ -131,7 +131,7 @@ class DecoderBlock(nn.Module):
         x = self.ffn(x)
         return (x, cache) if use_cache else x
 
-# %% ../nbs/07_cross_attention.ipynb #324aebfb
+# %% ../nbs/07_cross_attention.ipynb #915f79d4
 class DecoderOnlyBlock(EncoderBlock):
     "GPT-style block: causal self-attention then FFN, each in a `Residual`, with an optional explicit KV cache."
     def forward(self, x:Tensor, # the new tokens (B, Lq, d_model)
@@ -150,7 +150,7 @@ class DecoderOnlyBlock(EncoderBlock):
         x = self.ffn(x)
         return (x, cache) if use_cache else x
 
-# %% ../nbs/07_cross_attention.ipynb #2dbe7fe5
+# %% ../nbs/07_cross_attention.ipynb #27d2dbcb
 def _torch_activation(layer):
     "The name in `ACTIVATIONS` of a torch layer's activation."
     act = layer.activation
