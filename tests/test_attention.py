@@ -38,7 +38,7 @@ MASK_NAMES = list(masks(2, 3, 5, 7))
 # -- equality with F.scaled_dot_product_attention
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", MASK_NAMES)
-@pytest.mark.parametrize("Lq,Lk", [(5, 7), (7, 5), (1, 1), (1, 7), (113, 7)])
+@pytest.mark.parametrize("Lq,Lk", [(5, 7), (1, 1), (113, 7)])
 def test_equals_torch_float64(backend, name, Lq, Lk):
     q, k, v = qkv(Lq=Lq, Lk=Lk, Dv=4)
     ours_kw, torch_kw = masks(2, 3, Lq, Lk)[name]
