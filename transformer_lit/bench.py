@@ -127,7 +127,7 @@ def bench_attention(seq_lens=(256, 512, 1024), # the lengths N (Lq = Lk = N)
         fn, why = found[name]
         if fn is None: row["note"] = f"skipped: {why}"; continue
         if name == "triton" and device.type == "cpu" and N > interpreter_max_len:
-            row["note"] = f"skipped: Triton interpreter, N={N} > interpreter_max_len={interpreter_max_len}"; continue
+            row["note"] = f"skipped: Triton interpreter, timed only for N <= interpreter_max_len={interpreter_max_len}"; continue
         need = math_bytes(batch, heads, N, N, dtype, backward)
         if name == "math" and need > available_bytes(device) / 2:
             row["note"] = f"skipped: needs ~{need / 2 ** 30:.1f} GiB, over half of the {available_bytes(device) / 2 ** 30:.1f} GiB available"
@@ -157,7 +157,7 @@ def markdown_table(rows: list[dict], # from `bench_attention`
     lines += ["| backend | N | median ms | peak extra MiB | TFLOP/s | time / SDPA |", "|---|---:|---:|---:|---:|---:|"]
     notes = {}
     for r in rows:
-        if r["note"]: notes.setdefault((r["backend"], r["note"].split(", N=")[0] if "interpreter" in r["note"] else r["note"]), []).append(r["N"])
+        if r["note"]: notes.setdefault((r["backend"], r["note"]), []).append(r["N"])
         if math.isnan(r["ms"]): continue
         lines.append(f"| {r['backend']} | {r['N']} | {_fmt(r['ms'], '.2f')} | {_fmt(r['peak_mib'], '.1f')} | "
                      f"{_fmt(r['tflops'], '.4f')} | {_fmt(r['vs_sdpa'], '.2f')} |")
