@@ -7,13 +7,13 @@ __all__ = ['DK_STEPS', 'dot_product_variance', 'dot_product_variance_se', 'softm
            'softmax_jacobian_norm', 'saturation_metrics', 'ExplorerView', 'ScalingExplorer', 'jacobian_curves',
            'ExplorerPlot', 'ExplorerUI', 'static_twin']
 
-# %% ../nbs/02_scaling.ipynb #0e67cbd6
+# %% ../nbs/02_scaling.ipynb #09310c9a
 import math, numbers, io
 from dataclasses import dataclass
 import torch
 from matplotlib.figure import Figure
 
-# %% ../nbs/02_scaling.ipynb #65ed5b6a
+# %% ../nbs/02_scaling.ipynb #1c87b1b5
 def _check_positive_int(name, value, minimum=1):
     "Raise `ValueError` unless `value` is an integer >= `minimum` (bools are not integers here)."
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -29,7 +29,7 @@ def _check_temperature(temperature):
         raise ValueError(f"temperature={temperature!r} must be a finite number > 0")
     return float(temperature)
 
-# %% ../nbs/02_scaling.ipynb #eefbdf69
+# %% ../nbs/02_scaling.ipynb #51ccc65b
 def dot_product_variance(
     d_k:int,             # number of components of q and k
     n_samples:int=4096,  # number of independent (q, k) pairs
@@ -50,7 +50,7 @@ def dot_product_variance_se(d_k:int, n_samples:int=4096)->float:
     "Standard error of the sample variance of q·k for standard-normal components: d_k·sqrt((2+6/d_k)/N)."
     return d_k * math.sqrt((2 + 6 / d_k) / n_samples)
 
-# %% ../nbs/02_scaling.ipynb #2d4a8e5e
+# %% ../nbs/02_scaling.ipynb #5542a815
 def softmax_entropy(p:torch.Tensor)->torch.Tensor:
     "Entropy in nats of the distributions along the last dimension of `p`, with 0·log 0 = 0."
     return -torch.special.xlogy(p, p).sum(-1)
@@ -70,7 +70,7 @@ def softmax_jacobian_norm(p:torch.Tensor)->torch.Tensor:
     off = 2 * p_m.squeeze(-1).square() * r2 + (r2 * r2 - r4).clamp_min(0)   # Σ_{i≠j} p_i² p_j²
     return (diag + off).sqrt()
 
-# %% ../nbs/02_scaling.ipynb #8b05a55f
+# %% ../nbs/02_scaling.ipynb #725b0922
 def saturation_metrics(
     scores:torch.Tensor,     # (..., n) softmax inputs; each row is one query's scores over n keys
     temperature:float=1.0,   # divide the scores by this before the softmax
@@ -81,7 +81,7 @@ def saturation_metrics(
     p = torch.softmax(scores.to(dtype) / temperature, dim=-1)
     return dict(probs=p, max_prob=p.amax(-1), entropy=softmax_entropy(p), jacobian_norm=softmax_jacobian_norm(p))
 
-# %% ../nbs/02_scaling.ipynb #59d8032f
+# %% ../nbs/02_scaling.ipynb #44c0658d
 @dataclass
 class ExplorerView:
     "What the explorer shows for one setting: softmax inputs, probabilities and the three mean measures."
@@ -92,7 +92,7 @@ class ExplorerView:
     entropy:float              # mean over queries of H(p), nats
     jacobian_norm:float        # mean over queries of ‖diag(p) - p pᵀ‖_F
 
-# %% ../nbs/02_scaling.ipynb #afc565d9
+# %% ../nbs/02_scaling.ipynb #8bf76bba
 class ScalingExplorer:
     "Scores, softmax and saturation measures for given slider values; no widgets, no plotting."
     def __init__(self,
@@ -139,7 +139,7 @@ class ScalingExplorer:
         return {name: torch.tensor([getattr(v, name) for v in views], dtype=torch.float64)
                 for name in ('max_prob', 'entropy', 'jacobian_norm')}
 
-# %% ../nbs/02_scaling.ipynb #926bcad4
+# %% ../nbs/02_scaling.ipynb #4327b099
 DK_STEPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)  # the slider's d_k values
 
 def jacobian_curves(explorer:ScalingExplorer, temperature:float=1.0, seed:int=0, d_ks=DK_STEPS)->dict:
@@ -158,7 +158,7 @@ class ExplorerPlot:
         ax_h.set_xlabel('softmax input $s$'); ax_h.legend(fontsize=7, loc='upper right')
         self.probs = ax_p.bar(range(n_keys), [0.0] * n_keys)
         ax_p.axhline(1 / n_keys, color='gray', ls=':', lw=1)
-        ax_p.set(ylim=(0, 1), xlabel='key $j$', ylabel='$p_j$')
+        ax_p.set(ylim=(0, 1), xlabel='key $j$', ylabel='$p_j$', xticks=range(0, n_keys, max(1, n_keys // 8)))
         self.curves = {sc: ax_j.plot([], [], '-', color='C0' if sc else 'C1', lw=1.5, label='scaled' if sc else 'unscaled')[0]
                        for sc in (False, True)}
         self.marker, = ax_j.plot([], [], 'o', ms=9, mec='k')
@@ -188,7 +188,7 @@ class ExplorerPlot:
         self.marker.set(data=([view.d_k], [view.jacobian_norm]), color=color)
         ax_j.set_title(f'gradient size: mean ‖J‖ {view.jacobian_norm:.3f}')
 
-# %% ../nbs/02_scaling.ipynb #8115941d
+# %% ../nbs/02_scaling.ipynb #3de3a9eb
 class ExplorerUI:
     "The interactive explorer: ipywidgets sliders driving a `ScalingExplorer`, shown as a PNG `Image`."
     def __init__(self, explorer:ScalingExplorer=None, d_k:int=64, scaled:bool=True, temperature:float=1.0, seed:int=0,
@@ -209,10 +209,9 @@ class ExplorerUI:
         self.fig = Figure(figsize=(13, 3.6), dpi=dpi)           # one persistent figure, never shown by pyplot
         self.plot = ExplorerPlot(self.fig.subplots(1, 3), self.explorer.n_keys, max_d_k=self.explorer.max_d_k)
         self.box = W.VBox([W.HBox([self.d_k, self.scaled]), W.HBox([self.temperature, self.seed]), self.readout, self.image])
-        self._curves_key = None
+        self._curves_key, self._laid_out = None, False
         for w in (self.d_k, self.scaled, self.temperature, self.seed): w.observe(self.update, names='value')
         self.update()
-        self.fig.tight_layout(); self.update()   # lay out once, with real titles and ticks; later updates keep it
 
     def view(self)->ExplorerView:
         "The explorer's numbers for the current slider values."
@@ -225,6 +224,8 @@ class ExplorerUI:
         if (v.temperature, v.seed) != self._curves_key:  # the curves depend on temperature and seed only
             self._curves_key, curves = (v.temperature, v.seed), jacobian_curves(self.explorer, v.temperature, v.seed)
         self.plot.show(v, curves)
+        if not self._laid_out:  # lay out once, with real titles and ticks; later updates keep the layout
+            self.fig.tight_layout(); self._laid_out = True
         buf = io.BytesIO(); self.fig.savefig(buf, format='png', dpi=self.dpi)
         self.image.value = buf.getvalue()
         self.readout.value = (f"<b>d_k={v.d_k}</b>, {'scaled' if v.scaled else 'unscaled'}, τ={v.temperature:.2f}, seed {v.seed}: "
@@ -232,7 +233,7 @@ class ExplorerUI:
 
     def _repr_mimebundle_(self, **kwargs): return self.box._repr_mimebundle_(**kwargs)
 
-# %% ../nbs/02_scaling.ipynb #530e4dff
+# %% ../nbs/02_scaling.ipynb #1145a218
 def static_twin(explorer:ScalingExplorer=None, d_ks=(4, 64, 1024), temperature:float=1.0, seed:int=0):
     "A grid of explorer pictures, one row per (d_k, scaled/unscaled), for pages without a kernel."
     import matplotlib.pyplot as plt
