@@ -42,14 +42,14 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python tools/check_sync.py
-	MPLBACKEND=Agg $(BIN)/nbdev_test --timing --n_workers 2
+	OMP_NUM_THREADS=1 MPLBACKEND=Agg $(BIN)/nbdev_test --timing --n_workers 2
 	MPLBACKEND=Agg $(BIN)/python -m pytest tests/ -q
 
 check-sync: $(STAMP)
 	$(BIN)/python tools/check_sync.py
 
 nbtest: $(STAMP)
-	MPLBACKEND=Agg $(BIN)/nbdev_test --timing --n_workers 2
+	OMP_NUM_THREADS=1 MPLBACKEND=Agg $(BIN)/nbdev_test --timing --n_workers 2
 
 pytest: $(STAMP)
 	MPLBACKEND=Agg $(BIN)/python -m pytest tests/ -q

@@ -6,9 +6,9 @@
 __all__ = ['LOG2E', 'SUPPORTED_DTYPES', 'MAX_HEAD_DIM', 'TUNED_CONFIGS', 'PROVIDERS', 'FWD_CANDIDATES', 'BWD_CANDIDATES',
            'interpreting', 'block_config', 'triton_flash_forward', 'triton_flash_backward', 'triton_status',
            'check_triton_inputs', 'TritonFlashAttentionFunction', 'triton_flash_attention', 'reference_attention',
-           'compare_with_reference', 'tile_phases', 'triton_supports', 'triton_backend', 'attention_flops', 'benchmark',
-           'tune', 'versions', 'correctness_cases', 'check_correctness', 'forward_memory', 'goals', 'format_table',
-           'run_check', 'main', 'plot_tflops']
+           'compare_with_reference', 'tile_phases', 'triton_supports', 'triton_backend', 'benchmark', 'tune',
+           'versions', 'correctness_cases', 'check_correctness', 'forward_memory', 'goals', 'format_table', 'run_check',
+           'main', 'plot_tflops']
 
 # %% ../nbs/11_flash_triton.ipynb #80630e88
 import os, sys, math, time, json, argparse, platform
@@ -466,10 +466,7 @@ def triton_backend(q, k, v, mask=None, is_causal=False, scale=None, dropout_p=0.
 register_backend("triton", triton_backend, supports=triton_supports, priority=40)
 
 # %% ../nbs/11_flash_triton.ipynb #ef8b3ffe
-def attention_flops(batch, heads, n_q, n_k, head_dim, is_causal=False, mode="fwd") -> float:
-    "FLOPs: 4·B·H·Lq·Lk·D forward, half when causal; the backward counts 2.5x the forward."
-    f = 4.0 * batch * heads * n_q * n_k * head_dim * (0.5 if is_causal else 1.0)
-    return f * {"fwd": 1.0, "bwd": 2.5, "fwd+bwd": 3.5}[mode]
+from .flash import attention_flops  # chapter 10: 4·B·H·Lq·Lk·D forward, half when causal, 2.5x backward
 
 def _time_ms(fn, device, grads=()) -> float:
     "Median milliseconds of fn(): CUDA events via triton's do_bench on a GPU, a wall clock on a CPU."
