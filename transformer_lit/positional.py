@@ -7,12 +7,12 @@ __all__ = ['sinusoidal_frequencies', 'sinusoidal_encoding', 'rotation_matrix', '
            'LearnedPositionalEmbedding', 'rotate_half', 'rotate_interleaved', 'apply_rotary', 'RotaryEmbedding',
            'alibi_slopes', 'alibi_bias']
 
-# %% ../nbs/05_positional.ipynb #bffca7cb
+# %% ../nbs/05_positional.ipynb #p05c003
 import math
 import torch
 from torch import nn, Tensor
 
-# %% ../nbs/05_positional.ipynb #2a7832b7
+# %% ../nbs/05_positional.ipynb #p05c009
 def _check_int(name, value, minimum=1, even=False):
     "Raise TypeError/ValueError unless `value` is an int >= `minimum` (and even, when asked)."
     if isinstance(value, bool) or not isinstance(value, int):
@@ -33,7 +33,7 @@ def sinusoidal_frequencies(d:int, # an even dimension (d_model, or head_dim for 
     i = torch.arange(d // 2, dtype=torch.float64)
     return base ** (-2 * i / d)
 
-# %% ../nbs/05_positional.ipynb #0c959928
+# %% ../nbs/05_positional.ipynb #p05c010
 def sinusoidal_encoding(n_positions:int, # number of positions 0 .. n_positions-1
                         d_model:int, # even model width
                         base:float=10000.0, # the paper's 10000
@@ -45,7 +45,7 @@ def sinusoidal_encoding(n_positions:int, # number of positions 0 .. n_positions-
     pe = torch.stack([angles.sin(), angles.cos()], dim=-1)           # (n_positions, d_model/2, 2)
     return pe.reshape(n_positions, d_model).to(dtype=dtype, device=device)  # (n_positions, d_model)
 
-# %% ../nbs/05_positional.ipynb #053e8024
+# %% ../nbs/05_positional.ipynb #p05c018
 def rotation_matrix(m:float, # position (any real; negative rotates backwards)
                     d:int, # even dimension
                     base:float=10000.0)->Tensor: # (d, d) float64, block-diagonal
@@ -55,7 +55,7 @@ def rotation_matrix(m:float, # position (any real; negative rotates backwards)
     blocks = torch.stack([torch.stack([c, -s], -1), torch.stack([s, c], -1)], -2)  # (d/2, 2, 2)
     return torch.block_diag(*blocks)                                          # (d, d)
 
-# %% ../nbs/05_positional.ipynb #bbe71582
+# %% ../nbs/05_positional.ipynb #p05c023
 def _check_x(x, d, name='x'):
     "Raise unless x is a floating (B, T, d) tensor."
     if not torch.is_tensor(x) or not x.is_floating_point(): raise TypeError(f"{name} must be a floating-point tensor")
@@ -75,7 +75,7 @@ class SinusoidalPositionalEmbedding(nn.Module):
         pe = sinusoidal_encoding(offset + x.shape[1], self.d_model, self.base, x.dtype, x.device)
         return x + pe[offset:]                                  # (B, T, d_model)
 
-# %% ../nbs/05_positional.ipynb #4f4b55bd
+# %% ../nbs/05_positional.ipynb #p05c026
 class LearnedPositionalEmbedding(nn.Module):
     "x + P[offset : offset+T] with a trainable table P of shape (max_len, d_model)."
     def __init__(self, max_len:int, d_model:int, init_std:float=0.02):
@@ -93,7 +93,7 @@ class LearnedPositionalEmbedding(nn.Module):
                              "a learned table has no rows past its length")
         return x + self.weight[offset:end].to(x.dtype)                # (B, T, d_model)
 
-# %% ../nbs/05_positional.ipynb #ff04523a
+# %% ../nbs/05_positional.ipynb #p05c029
 def rotate_half(x:Tensor)->Tensor:
     "rot(x) for the rotate-half pairing (i, i + D/2): (x1, x2) -> (-x2, x1)."
     x1, x2 = x.chunk(2, dim=-1)                                 # (..., D/2) each
@@ -111,7 +111,7 @@ def apply_rotary(x:Tensor, # (..., T, D)
     rot = rotate_interleaved if interleaved else rotate_half
     return x * cos + rot(x) * sin
 
-# %% ../nbs/05_positional.ipynb #96a83135
+# %% ../nbs/05_positional.ipynb #p05c031
 class RotaryEmbedding(nn.Module):
     "Rotates (..., T, head_dim) queries or keys by their positions; cos/sin tables cached per (length, dtype, device)."
     def __init__(self, head_dim:int, # D, must be even
@@ -157,7 +157,7 @@ class RotaryEmbedding(nn.Module):
 
     def extra_repr(self): return f'head_dim={self.head_dim}, base={self.base}, interleaved={self.interleaved}'
 
-# %% ../nbs/05_positional.ipynb #3093d058
+# %% ../nbs/05_positional.ipynb #p05c044
 def _alibi_slopes_list(n):
     "The reference code's rule (Press et al.): powers of two directly, otherwise fill from 2n."
     if n & (n - 1) == 0: return [2 ** (-8 * h / n) for h in range(1, n + 1)]
@@ -169,7 +169,7 @@ def alibi_slopes(n_heads:int, dtype=torch.float32, device=None)->Tensor: # (n_he
     _check_int('n_heads', n_heads)
     return torch.tensor(_alibi_slopes_list(n_heads), dtype=torch.float64).to(dtype=dtype, device=device)
 
-# %% ../nbs/05_positional.ipynb #207a3a12
+# %% ../nbs/05_positional.ipynb #p05c046
 def alibi_bias(n_heads:int, q_len:int, k_len:int=None, # k_len defaults to q_len
                causal:bool=False, # True: also put -inf above the (bottom-right aligned) diagonal
                dtype=torch.float32, device=None)->Tensor: # (n_heads, q_len, k_len) float, added to the scores
