@@ -268,4 +268,5 @@ def main(argv=None):
     return rows
 
 # %% ../nbs/12_benchmarks.ipynb #85d98ca7
+#| eval: false
 if __name__ == "__main__" and "ipykernel" not in sys.modules: main()  # `python -m transformer_lit.bench`
