@@ -1,0 +1,487 @@
+"""Tests for transformer_lit.model: config, embeddings, tying, parameter counts, TransformerStack vs nn.Transformer,
+Transformer and DecoderOnlyLM, sampling, and cached == uncached generation."""
+import dataclasses, math, re
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from hypothesis import given, strategies as st
+from torch.autograd import gradcheck
+from torch.func import functional_call
+
+from transformer_lit.masks import padding_mask
+from transformer_lit.model import (POSITIONALS, DecoderCache, DecoderOnlyLM, Positions, TokenEmbedding, Transformer,
+                                   TransformerConfig, TransformerStack, check_tokens, count_parameters, lm_loss,
+                                   parameter_breakdown, sample_next)
+from transformer_lit.positional import sinusoidal_encoding
+
+F64 = torch.float64
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    "These models are tiny: one thread is faster than two competing ones. Restored afterwards."
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+TINY = TransformerConfig(vocab_size=40, d_model=16, n_heads=4, n_layers=2, d_ff=32, max_len=32, dropout=0.0)
+
+def tiny(**kw): return dataclasses.replace(TINY, **kw)
+
+def meta(cls, **kw):
+    with torch.device("meta"): return cls(TransformerConfig(**kw))
+
+def lm64(seed=0, **kw):
+    torch.manual_seed(seed)
+    return DecoderOnlyLM(tiny(**kw)).double().eval()
+
+def s2s64(seed=0, **kw):
+    torch.manual_seed(seed)
+    return Transformer(tiny(**kw)).double().eval()
+
+# ---------------------------------------------------------------- parameter counts (exact, on the meta device)
+VASWANI = dict(vocab_size=37000, norm_first=False, final_norm=False)
+GPT2 = dict(vocab_size=50257, d_model=768, n_heads=12, n_layers=12, d_ff=3072, max_len=1024, positional="learned",
+            activation="gelu_tanh", scale_embeddings=False)
+LLAMA7B = dict(vocab_size=32000, d_model=4096, n_heads=32, n_layers=32, d_ff=11008, max_len=2048, positional="rope",
+               norm="rms", activation="swiglu", bias=False, scale_embeddings=False)
+
+def test_transformer_base_and_big_counts():
+    assert count_parameters(meta(Transformer, **VASWANI)) == 63_082_496
+    assert count_parameters(meta(Transformer, d_model=1024, n_heads=16, d_ff=4096, **VASWANI)) == 214_245_376
+
+def test_nn_transformer_default_count():
+    with torch.device("meta"): assert count_parameters(nn.Transformer()) == 44_140_544
+    assert count_parameters(meta(TransformerStack, vocab_size=1, norm_first=False)) == 44_140_544
+
+def test_gpt2_small_and_medium_counts():
+    assert count_parameters(meta(DecoderOnlyLM, **GPT2)) == 124_439_808
+    medium = dict(GPT2, d_model=1024, n_heads=16, n_layers=24, d_ff=4096)
+    assert count_parameters(meta(DecoderOnlyLM, **medium)) == 354_823_168
+
+def test_llama7b_shape_tied_and_untied():
+    untied = count_parameters(meta(DecoderOnlyLM, tie_embeddings=False, **LLAMA7B))
+    tied = count_parameters(meta(DecoderOnlyLM, tie_embeddings=True, **LLAMA7B))
+    assert untied == 6_738_415_616
+    assert untied - tied == 32000 * 4096 == 131_072_000
+
+def test_count_parameters_counts_tied_tensor_once_and_skips_frozen():
+    m = DecoderOnlyLM(TINY)
+    assert m.lm_head.weight is m.tok.weight
+    naive = sum(p.numel() for _, p in m.named_parameters(remove_duplicate=False))
+    assert naive - count_parameters(m) == 40 * 16
+    m.tok.weight.requires_grad_(False)
+    assert count_parameters(m) == sum(p.numel() for n, p in m.named_parameters() if n != "tok.weight")
+
+def test_seq2seq_shared_vocab_ties_three_uses():
+    t = Transformer(TINY)
+    assert t.src_embed is t.tgt_embed and t.lm_head.weight is t.tgt_embed.weight
+    untied = Transformer(tiny(tie_embeddings=False))
+    assert untied.src_embed is not untied.tgt_embed
+    assert count_parameters(untied) - count_parameters(t) == 2 * 40 * 16
+    sep = Transformer(tiny(src_vocab_size=7))
+    assert sep.src_embed.weight.shape == (7, 16) and sep.lm_head.weight is sep.tgt_embed.weight
+
+@pytest.mark.parametrize("cls", [DecoderOnlyLM, Transformer])
+@pytest.mark.parametrize("kw", [dict(VASWANI), dict(GPT2), dict(LLAMA7B, n_layers=2), dict(VASWANI, tie_embeddings=False, src_vocab_size=99)])
+def test_parameter_breakdown_sums_to_count(cls, kw):
+    m = meta(cls, **kw)
+    parts = parameter_breakdown(m)
+    assert sum(parts.values()) == count_parameters(m)
+    d, V = kw.get("d_model", 512), kw["vocab_size"]
+    assert parts["unembedding"] == (0 if kw.get("tie_embeddings", True) else V * d)
+    assert parts["positions"] == (kw["max_len"] * d if kw.get("positional") == "learned" else 0)
+
+def test_meta_build_for_every_positional():
+    for kind in POSITIONALS:
+        for cls in (DecoderOnlyLM, Transformer):
+            assert count_parameters(meta(cls, vocab_size=100, d_model=64, n_heads=4, positional=kind)) > 0
+
+# ---------------------------------------------------------------- embeddings and positions
+def test_token_embedding_scaling_and_init():
+    torch.manual_seed(0)
+    e = TokenEmbedding(3000, 256)
+    ids = torch.randint(0, 3000, (2, 5))
+    torch.testing.assert_close(e(ids), e.weight[ids] * 16.0, rtol=0, atol=0)
+    assert abs(e.weight.std().item() - 256 ** -0.5) < 2e-3
+    e2 = TokenEmbedding(3000, 256, scale=False)
+    torch.testing.assert_close(e2(ids), e2.weight[ids], rtol=0, atol=0)
+    assert abs(e2.weight.std().item() - 0.02) < 1e-3
+
+def test_sinusoidal_and_learned_positions_added_with_offset():
+    lm = lm64()
+    ids = torch.randint(0, 40, (1, 6))
+    x = lm.tok(ids)
+    torch.testing.assert_close(lm.pos(x, offset=3), x + sinusoidal_encoding(9, 16, dtype=F64)[3:], rtol=0, atol=1e-15)
+    lml = lm64(positional="learned")
+    torch.testing.assert_close(lml.pos(x, offset=2), x + lml.pos.absolute.weight[2:8], rtol=0, atol=0)
+
+def test_positions_hold_the_right_pieces():
+    assert Positions(tiny(positional="rope")).rotary is not None
+    assert Positions(tiny()).rotary is None and len(Positions(tiny()).state_dict()) == 0
+    b = Positions(tiny(positional="alibi")).bias(2, 5, torch.zeros(1, dtype=F64))
+    assert b.shape == (1, 4, 2, 5) and b.dtype == F64
+    assert Positions(tiny(positional="none")).bias(2, 5, torch.zeros(1)) is None
+
+def test_rope_is_shared_by_all_blocks_and_has_no_parameters():
+    lm = DecoderOnlyLM(tiny(positional="rope"))
+    assert all(b.self_attn.sublayer.rotary is lm.pos.rotary for b in lm.blocks)
+    assert count_parameters(lm) == count_parameters(DecoderOnlyLM(tiny(positional="none")))
+
+# ---------------------------------------------------------------- TransformerStack vs nn.Transformer
+def _torch_pair(dtype, norm_first, activation, n_enc=2, n_dec=3, batch_first=True, seed=0):
+    torch.manual_seed(seed)
+    ref = nn.Transformer(d_model=32, nhead=4, num_encoder_layers=n_enc, num_decoder_layers=n_dec, dim_feedforward=48,
+                         dropout=0.0, activation=activation, batch_first=batch_first, norm_first=norm_first).to(dtype).eval()
+    return ref, TransformerStack.from_torch(ref)
+
+@pytest.mark.parametrize("dtype,tol", [(F64, 1e-10), (torch.float32, 1e-5)])
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_stack_equals_nn_transformer(dtype, tol, norm_first, activation):
+    ref, ours = _torch_pair(dtype, norm_first, activation)
+    torch.manual_seed(1)
+    src, tgt = torch.randn(3, 7, 32, dtype=dtype), torch.randn(3, 5, 32, dtype=dtype)
+    lengths = [7, 3, 5]
+    pad = ~padding_mask(lengths, 7)
+    keep = padding_mask(lengths, 7)[:, None, None, :]
+    with torch.no_grad():
+        expected = ref(src, tgt, tgt_mask=nn.Transformer.generate_square_subsequent_mask(5, dtype=dtype), tgt_is_causal=True,
+                       src_key_padding_mask=pad, memory_key_padding_mask=pad)
+        got = ours(src, tgt, src_mask=keep, memory_mask=keep)
+        torch.testing.assert_close(got, expected, rtol=0 if dtype == F64 else 1.3e-6, atol=tol)
+        mem_ref = ref.encoder(src, src_key_padding_mask=pad)
+        mem = ours.encode(src, keep)
+        real = padding_mask(lengths, 7)
+        torch.testing.assert_close(mem[real], mem_ref[real], rtol=0 if dtype == F64 else 1.3e-6, atol=tol)
+    assert count_parameters(ours) == count_parameters(ref)
+
+def test_stack_from_torch_seq_first_and_unequal_depths():
+    ref, ours = _torch_pair(F64, False, "relu", n_enc=1, n_dec=2, batch_first=False)
+    assert (len(ours.encoder), len(ours.decoder)) == (1, 2)
+    src, tgt = torch.randn(6, 2, 32, dtype=F64), torch.randn(4, 2, 32, dtype=F64)   # torch: (T, B, E)
+    with torch.no_grad():
+        expected = ref(src, tgt, tgt_mask=nn.Transformer.generate_square_subsequent_mask(4, dtype=F64))
+        got = ours(src.transpose(0, 1), tgt.transpose(0, 1))
+    torch.testing.assert_close(got, expected.transpose(0, 1), rtol=0, atol=1e-10)
+
+def test_stack_without_causal_matches_torch_without_mask():
+    ref, ours = _torch_pair(F64, True, "gelu")
+    src, tgt = torch.randn(2, 5, 32, dtype=F64), torch.randn(2, 4, 32, dtype=F64)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(src, tgt, tgt_is_causal=False), ref(src, tgt), rtol=0, atol=1e-10)
+
+def test_stack_from_torch_keeps_training_mode_and_rejects_other_modules():
+    ref = nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=8, batch_first=True)
+    assert TransformerStack.from_torch(ref).training
+    with pytest.raises(TypeError, match=re.escape("m must be an nn.Transformer, got Linear")):
+        TransformerStack.from_torch(nn.Linear(2, 2))
+
+# ---------------------------------------------------------------- forward passes
+def test_lm_shapes_probabilities_and_loss():
+    lm = lm64()
+    idx = torch.randint(0, 40, (3, 9))
+    logits = lm(idx)
+    assert logits.shape == (3, 9, 40) and logits.dtype == F64
+    torch.testing.assert_close(logits.softmax(-1).sum(-1), torch.ones(3, 9, dtype=F64))
+    tgt = torch.randint(0, 40, (3, 9)); tgt[0, 4:] = -100
+    out, loss = lm(idx, targets=tgt)
+    torch.testing.assert_close(out, logits, rtol=0, atol=0)
+    keep = tgt != -100
+    expected = -(logits.log_softmax(-1).gather(-1, tgt.clamp_min(0)[..., None]).squeeze(-1))[keep].mean()
+    torch.testing.assert_close(loss, expected, rtol=0, atol=1e-12)
+
+def test_lm_loss_upcasts_and_checks_targets():
+    logits = torch.randn(2, 3, 5).half()
+    assert lm_loss(logits, torch.zeros(2, 3, dtype=torch.long)).dtype == torch.float32
+    with pytest.raises(ValueError, match=re.escape("targets must be an integer tensor of shape (2, 3), got (2, 4)")):
+        lm_loss(logits, torch.zeros(2, 4, dtype=torch.long))
+
+@pytest.mark.parametrize("kind", POSITIONALS)
+def test_lm_is_causal(kind):
+    lm = lm64(positional=kind)
+    idx = torch.randint(0, 40, (2, 10))
+    a = lm(idx)
+    idx2 = idx.clone(); idx2[:, 6:] = (idx2[:, 6:] + 1) % 40
+    b = lm(idx2)
+    torch.testing.assert_close(a[:, :6], b[:, :6], rtol=0, atol=0)
+    assert not torch.allclose(a[:, 6:], b[:, 6:])
+
+@pytest.mark.parametrize("kind", POSITIONALS)
+def test_order_reaches_the_last_token(kind):
+    lm = lm64(positional=kind, n_layers=1)
+    a, b = lm(torch.tensor([[1, 2, 3, 4]]))[:, -1], lm(torch.tensor([[3, 2, 1, 4]]))[:, -1]
+    if kind == "none":      # one causal layer without positions: the last token sees an unordered set
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+    else:
+        assert not torch.allclose(a, b)
+
+def test_without_positions_causality_still_leaks_order_after_two_layers():
+    lm = lm64(positional="none", n_layers=2)
+    a, b = lm(torch.tensor([[1, 2, 3, 4]]))[:, -1], lm(torch.tensor([[3, 2, 1, 4]]))[:, -1]
+    assert not torch.allclose(a, b)     # earlier tokens saw different prefixes in layer 1
+
+def test_seq2seq_padding_is_never_read():
+    t = s2s64()
+    src = torch.randint(1, 40, (2, 6)); tgt = torch.randint(1, 40, (2, 4))
+    keep = padding_mask([3, 6], 6)
+    out = t(src, tgt, src_keep=keep)
+    junk = src.clone(); junk[0, 3:] = torch.tensor([5, 6, 7])
+    torch.testing.assert_close(t(junk, tgt, src_keep=keep), out, rtol=0, atol=1e-12)
+    # pad_id builds the same masks from the ids
+    tp = s2s64(pad_id=0)
+    src0 = src.clone(); src0[0, 3:] = 0
+    torch.testing.assert_close(tp(src0, tgt), out, rtol=0, atol=1e-12)
+
+def test_seq2seq_target_padding_leaves_real_positions_alone():
+    t = s2s64(pad_id=0)
+    src = torch.randint(1, 40, (1, 5))
+    tgt = torch.tensor([[1, 7, 8, 0, 0]])
+    full = t(src, tgt)
+    torch.testing.assert_close(full[:, :3], t(src, tgt[:, :3]), rtol=0, atol=1e-12)
+
+def test_seq2seq_loss_and_decoder_causality():
+    t = s2s64()
+    src, tgt = torch.randint(0, 40, (2, 5)), torch.randint(0, 40, (2, 6))
+    logits, loss = t(src, tgt, targets=tgt.roll(-1, 1))
+    torch.testing.assert_close(loss, F.cross_entropy(logits.flatten(0, 1), tgt.roll(-1, 1).flatten()), rtol=0, atol=1e-12)
+    tgt2 = tgt.clone(); tgt2[:, 4:] = (tgt2[:, 4:] + 3) % 40
+    torch.testing.assert_close(t(src, tgt2)[:, :4], logits[:, :4], rtol=0, atol=0)
+
+def test_tying_adds_both_gradients():
+    torch.manual_seed(0)
+    tied = DecoderOnlyLM(TINY).double()
+    untied = DecoderOnlyLM(tiny(tie_embeddings=False)).double()
+    untied.load_state_dict({**tied.state_dict(), "lm_head.weight": tied.tok.weight.detach().clone()})
+    ids = torch.randint(0, 40, (2, 7))
+    for m in (tied, untied): m(ids[:, :-1], targets=ids[:, 1:])[1].backward()
+    torch.testing.assert_close(tied.tok.weight.grad, untied.tok.weight.grad + untied.lm_head.weight.grad, rtol=0, atol=1e-12)
+
+@pytest.mark.parametrize("kind", ["rope", "alibi", "learned"])
+def test_gradcheck_lm_wrt_embedding(kind):
+    lm = lm64(positional=kind, n_layers=1, d_model=8, n_heads=2, d_ff=8, vocab_size=6)
+    ids = torch.tensor([[0, 3, 5, 1]])
+    w = lm.tok.weight.detach().clone().requires_grad_(True)
+    f = lambda w: functional_call(lm, {"tok.weight": w}, (ids[:, :-1],), {"targets": ids[:, 1:]})[1]
+    assert gradcheck(f, (w,), eps=1e-6, atol=1e-8)
+
+def test_gradcheck_seq2seq_wrt_embedding():
+    t = s2s64(n_layers=1, d_model=8, n_heads=2, d_ff=8, vocab_size=6)
+    src, tgt = torch.tensor([[1, 2, 3]]), torch.tensor([[0, 4, 5]])
+    w = t.tgt_embed.weight.detach().clone().requires_grad_(True)
+    tied = {"tgt_embed.weight": w, "src_embed.weight": w, "lm_head.weight": w}     # one matrix, three names
+    f = lambda w: functional_call(t, {k: w for k in tied}, (src, tgt), {"targets": tgt.roll(-1, 1)})[1]
+    assert gradcheck(f, (w,), eps=1e-6, atol=1e-8)
+
+def test_gradcheck_stack_wrt_inputs():
+    ref, ours = _torch_pair(F64, True, "gelu", n_enc=1, n_dec=1)
+    src = torch.randn(1, 2, 32, dtype=F64, requires_grad=True)
+    tgt = torch.randn(1, 1, 32, dtype=F64, requires_grad=True)
+    keep = torch.tensor([[True, False]])[:, None, None, :]
+    assert gradcheck(lambda s, t: ours(s, t, src_mask=keep, memory_mask=keep), (src, tgt), eps=1e-6, atol=1e-8)
+
+# ---------------------------------------------------------------- KV cache: cached == uncached
+CACHE_CONFIGS = [dict(positional=k) for k in POSITIONALS] + [
+    dict(positional="rope", norm_first=False), dict(positional="alibi", norm="rms", activation="swiglu", bias=False, d_ff=None),
+    dict(positional="learned", activation="gelu_tanh", scale_embeddings=False)]
+
+@pytest.mark.parametrize("kw", CACHE_CONFIGS, ids=lambda kw: "-".join(f"{v}" for v in kw.values()))
+def test_cached_logits_equal_full_forward(kw):
+    lm = lm64(**kw)
+    idx = torch.randint(0, 40, (2, 12))
+    full = lm(idx)
+    cache = lm.new_cache()
+    parts = [lm(idx[:, :5], cache=cache)] + [lm(idx[:, t:t + 1], cache=cache) for t in range(5, 12)]
+    assert len(cache) == 12
+    torch.testing.assert_close(torch.cat(parts, 1), full, rtol=0, atol=1e-10)
+
+@pytest.mark.parametrize("kw", CACHE_CONFIGS, ids=lambda kw: "-".join(f"{v}" for v in kw.values()))
+def test_cached_generation_equals_uncached(kw):
+    lm = lm64(**kw)
+    prompt = torch.randint(0, 40, (2, 3))
+    assert torch.equal(lm.generate(prompt, 12, greedy=True), lm.generate(prompt, 12, greedy=True, use_cache=False))
+    runs = [lm.generate(prompt, 12, temperature=1.5, top_k=10, generator=torch.Generator().manual_seed(5), use_cache=c)
+            for c in (True, False)]
+    assert torch.equal(runs[0], runs[1])
+
+LMS = {k: lm64(positional=k) for k in ("rope", "alibi", "sinusoidal")}
+
+@given(prompt_len=st.integers(1, 6), chunks=st.lists(st.integers(1, 4), min_size=1, max_size=4),
+       kind=st.sampled_from(["rope", "alibi", "sinusoidal"]))
+def test_cache_any_chunking(prompt_len, chunks, kind):
+    lm = LMS[kind]
+    total = prompt_len + sum(chunks)
+    idx = torch.randint(0, 40, (1, total), generator=torch.Generator().manual_seed(total))
+    cache, outs, t = lm.new_cache(), [], 0
+    for n in [prompt_len, *chunks]:
+        outs.append(lm(idx[:, t:t + n], cache=cache)); t += n
+    torch.testing.assert_close(torch.cat(outs, 1), lm(idx), rtol=0, atol=1e-10)
+
+@pytest.mark.parametrize("kind", ["sinusoidal", "rope", "alibi", "learned"])
+def test_seq2seq_cached_equals_uncached(kind):
+    t = s2s64(positional=kind)
+    src = torch.randint(0, 40, (2, 5))
+    keep = padding_mask([5, 3], 5)
+    assert torch.equal(t.generate(src, 10, bos_id=1, greedy=True, src_keep=keep),
+                       t.generate(src, 10, bos_id=1, greedy=True, src_keep=keep, use_cache=False))
+    out = t.generate(src, 10, bos_id=1, greedy=True)
+    memory, mm = t.encode(src)
+    cache = t.new_cache()
+    stepped = torch.cat([t.decode(out[:, i:i + 1], memory, mm, cache=cache) for i in range(out.shape[1])], 1)
+    torch.testing.assert_close(stepped, t.decode(out, memory, mm), rtol=0, atol=1e-10)
+
+def test_greedy_generation_follows_argmax():
+    lm = lm64()
+    prompt = torch.randint(0, 40, (2, 4))
+    out = lm.generate(prompt, 5, greedy=True)
+    assert out.shape == (2, 9) and torch.equal(out[:, :4], prompt)
+    for t in range(4, 9): assert torch.equal(out[:, t], lm(out[:, :t])[:, -1].argmax(-1))
+    assert torch.equal(lm.generate(prompt, 0), prompt)
+
+def test_cache_size_and_bytes():
+    lm = lm64()
+    c = lm.new_cache()
+    assert isinstance(c, DecoderCache) and len(c) == 0 and c.nbytes() == 0
+    lm(torch.randint(0, 40, (3, 5)), cache=c)
+    assert len(c) == 5 and c.nbytes() == 2 * 2 * 3 * 4 * 5 * 4 * 8     # 2·layers·B·H·T·D·8 bytes (float64)
+
+# ---------------------------------------------------------------- sampling
+def test_sample_next_greedy_topk_and_seed():
+    logits = torch.tensor([[0.0, 3.0, 1.0, 2.0], [5.0, 0.0, 0.0, 0.0]])
+    assert torch.equal(sample_next(logits, greedy=True), torch.tensor([1, 0]))
+    assert torch.equal(sample_next(logits, top_k=1, generator=torch.Generator().manual_seed(0)), torch.tensor([1, 0]))
+    g = torch.Generator().manual_seed(0)
+    draws = torch.stack([sample_next(logits, top_k=2, generator=g) for _ in range(300)])
+    assert set(draws[:, 0].tolist()) == {1, 3} and set(draws[:, 1].tolist()) <= {0, 1, 2, 3}
+    a = sample_next(logits.repeat(20, 1), generator=torch.Generator().manual_seed(9))
+    b = sample_next(logits.repeat(20, 1), generator=torch.Generator().manual_seed(9))
+    assert torch.equal(a, b)
+
+def test_sample_next_matches_tempered_distribution():
+    logits = torch.tensor([[1.0, 0.0, -1.0]])
+    n = 20000
+    draws = sample_next(logits.expand(n, -1), temperature=0.5, generator=torch.Generator().manual_seed(0))
+    freq = torch.bincount(draws, minlength=3).double() / n
+    expected = (logits[0].double() / 0.5).softmax(-1)
+    assert (freq - expected).abs().max() < 4 * math.sqrt(0.25 / n)     # 4 standard errors at worst
+
+def test_sample_next_keeps_ties_with_kth():
+    logits = torch.tensor([[2.0, 1.0, 1.0, 0.0]])
+    draws = sample_next(logits.expand(3000, -1), top_k=2, generator=torch.Generator().manual_seed(1))
+    assert set(draws.tolist()) == {0, 1, 2}
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(temperature=0), "temperature=0 must be a finite number > 0 (use greedy=True for the argmax)"),
+    (dict(temperature=-1.0), "temperature=-1.0 must be a finite number > 0"),
+    (dict(temperature=float("inf")), "temperature=inf must be a finite number > 0"),
+    (dict(top_k=0), "top_k=0 must be None or an int in [1, vocab_size=4]"),
+    (dict(top_k=5), "top_k=5 must be None or an int in [1, vocab_size=4]"),
+    (dict(top_k=2.0), "top_k=2.0 must be None or an int in [1, vocab_size=4]")])
+def test_sample_next_bad_arguments(kw, msg):
+    with pytest.raises(ValueError, match=re.escape(msg)): sample_next(torch.zeros(1, 4), **kw)
+
+# ---------------------------------------------------------------- bad input
+@pytest.mark.parametrize("kw,msg", [
+    (dict(vocab_size=0), "vocab_size=0 must be a positive int"),
+    (dict(vocab_size=10, d_model=10, n_heads=3), "d_model=10 must be divisible by n_heads=3"),
+    (dict(vocab_size=10, n_layers=True), "n_layers=True must be a positive int"),
+    (dict(vocab_size=10, d_ff=0), "d_ff=0 must be a positive int or None"),
+    (dict(vocab_size=10, dropout=1.0), "dropout=1.0 must be a number in [0, 1)"),
+    (dict(vocab_size=10, positional="relative"), "positional='relative' must be one of ('sinusoidal', 'learned', 'rope', 'alibi', 'none')"),
+    (dict(vocab_size=10, activation="tanh"), "activation='tanh' must be one of"),
+    (dict(vocab_size=10, norm="batch"), "norm='batch' must be 'layer' or 'rms'"),
+    (dict(vocab_size=10, d_model=6, n_heads=2, positional="rope"), "head_dim=d_model//n_heads=3 must be even for positional='rope'"),
+    (dict(vocab_size=10, d_model=9, n_heads=3), "d_model=9 must be even for positional='sinusoidal'"),
+    (dict(vocab_size=10, pad_id=10), "pad_id=10 must be None or an int in [0, vocab_size) of both vocabularies"),
+    (dict(vocab_size=10, max_len=0), "max_len=0 must be a positive int")])
+def test_config_rejects_bad_values(kw, msg):
+    with pytest.raises(ValueError, match=re.escape(msg)): TransformerConfig(**kw)
+
+@pytest.mark.parametrize("name", ["norm_first", "tie_embeddings", "bias", "final_norm", "scale_embeddings"])
+def test_config_rejects_non_bool_switches(name):
+    with pytest.raises(TypeError, match=re.escape(f"{name}=1 must be a bool")): TransformerConfig(vocab_size=10, **{name: 1})
+
+def test_config_rejects_bad_rope_base():
+    with pytest.raises(ValueError, match=re.escape("rope_base=1.0 must be a number > 1")):
+        TransformerConfig(vocab_size=10, positional="rope", rope_base=1.0)
+
+def test_config_defaults_and_ffn_width():
+    c = TransformerConfig(vocab_size=10)
+    assert (c.d_model, c.n_heads, c.n_layers, c.d_ff, c.dropout, c.max_len, c.positional, c.norm_first, c.activation,
+            c.tie_embeddings, c.bias) == (512, 8, 6, 2048, 0.1, 512, "sinusoidal", True, "relu", True, True)
+    assert TransformerConfig(vocab_size=10, d_model=64, n_heads=4, d_ff=None).d_ff == 256
+    assert TransformerConfig(vocab_size=10, d_model=64, n_heads=4, d_ff=None, activation="swiglu").d_ff is None
+    assert TransformerConfig(vocab_size=10, n_layers=4, n_decoder_layers=2).encoder_layers == 4
+
+@pytest.mark.parametrize("model", ["lm", "s2s"])
+def test_bad_token_ids(model):
+    m = lm64() if model == "lm" else s2s64()
+    call = (lambda ids: m(ids)) if model == "lm" else (lambda ids: m(ids, torch.zeros(1, 2, dtype=torch.long)))
+    name = "idx" if model == "lm" else "src"
+    with pytest.raises(ValueError, match=re.escape(f"{name} holds ids from 3 to 40; every id must be in [0, vocab_size=40)")):
+        call(torch.tensor([[3, 40]]))
+    with pytest.raises(ValueError, match=re.escape(f"{name} holds ids from -1 to 5; every id must be in [0, vocab_size=40)")):
+        call(torch.tensor([[-1, 5]]))
+    with pytest.raises(TypeError, match=re.escape(f"{name}.dtype=torch.float32 must be an integer dtype (token ids)")):
+        call(torch.tensor([[1.0, 2.0]]))
+    with pytest.raises(TypeError, match=re.escape(f"{name}.dtype=torch.bool must be an integer dtype")):
+        call(torch.tensor([[True, False]]))
+    with pytest.raises(TypeError, match=re.escape(f"{name} must be a torch.Tensor of token ids, got list")):
+        call([[1, 2]])
+    with pytest.raises(ValueError, match=re.escape(f"{name}.dim()=1 must be 2: (B, T)")):
+        call(torch.tensor([1, 2]))
+    with pytest.raises(ValueError, match=re.escape(f"{name}.shape[1]=0 must be >= 1")):
+        call(torch.zeros(1, 0, dtype=torch.long))
+
+def test_bad_target_ids_in_seq2seq():
+    t = s2s64()
+    with pytest.raises(ValueError, match=re.escape("tgt holds ids from 0 to 41; every id must be in [0, vocab_size=40)")):
+        t(torch.zeros(1, 3, dtype=torch.long), torch.tensor([[0, 41]]))
+    sep = Transformer(tiny(src_vocab_size=7))
+    with pytest.raises(ValueError, match=re.escape("src holds ids from 0 to 7; every id must be in [0, vocab_size=7)")):
+        sep(torch.tensor([[0, 7]]), torch.zeros(1, 2, dtype=torch.long))
+
+def test_too_long_inputs():
+    lm, t = lm64(), s2s64()
+    with pytest.raises(ValueError, match=re.escape("idx.shape[1]=33 must be <= max_len=32 (positions 0..max_len-1)")):
+        lm(torch.zeros(1, 33, dtype=torch.long))
+    c = lm.new_cache(); lm(torch.zeros(1, 30, dtype=torch.long), cache=c)
+    with pytest.raises(ValueError, match=re.escape("idx.shape[1]=3 after 30 cached tokens must be <= max_len=32")):
+        lm(torch.zeros(1, 3, dtype=torch.long), cache=c)
+    with pytest.raises(ValueError, match=re.escape("idx.shape[1]=30 plus max_new_tokens=3 must be <= max_len=32")):
+        lm.generate(torch.zeros(1, 30, dtype=torch.long), 3)
+    with pytest.raises(ValueError, match=re.escape("src.shape[1]=40 must be <= max_len=32")):
+        t(torch.zeros(1, 40, dtype=torch.long), torch.zeros(1, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match=re.escape("tgt.shape[1]=33 must be <= max_len=32")):
+        t(torch.zeros(1, 2, dtype=torch.long), torch.zeros(1, 33, dtype=torch.long))
+    with pytest.raises(ValueError, match=re.escape("1 (BOS) plus max_new_tokens=32 must be <= max_len=32")):
+        t.generate(torch.zeros(1, 2, dtype=torch.long), 32, bos_id=0)
+
+def test_learned_positions_also_refuse_long_inputs():
+    lm = lm64(positional="learned")
+    with pytest.raises(ValueError, match=re.escape("idx.shape[1]=33 must be <= max_len=32")):
+        lm(torch.zeros(1, 33, dtype=torch.long))
+
+def test_bad_caches_and_generation_arguments():
+    lm, t = lm64(), s2s64()
+    with pytest.raises(TypeError, match=re.escape("cache must be a DecoderCache or None, got list")):
+        lm(torch.zeros(1, 2, dtype=torch.long), cache=[])
+    with pytest.raises(ValueError, match=re.escape("cache has 3 layers; it must have one per decoder block (2)")):
+        lm(torch.zeros(1, 2, dtype=torch.long), cache=DecoderCache(3))
+    with pytest.raises(ValueError, match=re.escape("max_new_tokens=-1 must be an int >= 0")):
+        lm.generate(torch.zeros(1, 2, dtype=torch.long), -1)
+    with pytest.raises(ValueError, match=re.escape("bos_id=40 must be an int in [0, vocab_size=40)")):
+        t.generate(torch.zeros(1, 2, dtype=torch.long), 3, bos_id=40)
+    with pytest.raises(ValueError, match=re.escape("src_keep must be a bool tensor of shape (1, 2) (True on real tokens)")):
+        t(torch.zeros(1, 2, dtype=torch.long), torch.zeros(1, 2, dtype=torch.long), src_keep=torch.ones(1, 3, dtype=torch.bool))
+    memory, mm = t.encode(torch.zeros(1, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match=re.escape("tgt_keep must be None when a cache is used")):
+        t.decode(torch.zeros(1, 1, dtype=torch.long), memory, mm, tgt_keep=torch.ones(1, 1, dtype=torch.bool), cache=t.new_cache())
+    with pytest.raises(TypeError, match=re.escape("config must be a TransformerConfig, got dict")):
+        DecoderOnlyLM(dict(vocab_size=10))
+    with pytest.raises(ValueError, match=re.escape("n_layers=0 must be a positive int")):
+        DecoderCache(0)
+
+def test_check_tokens_passes_good_ids():
+    check_tokens(torch.tensor([[0, 39]]), 40)
+    check_tokens(torch.tensor([[0, 39]], dtype=torch.int32), 40)
