@@ -88,6 +88,14 @@ def test_fully_masked_rows_are_zero(backend, kind):
     for t in (q, k, v): assert torch.isfinite(t.grad).all()
     assert torch.equal(q.grad[..., 2, :], torch.zeros_like(q.grad[..., 2, :]))
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_keys_gives_zeros(backend):
+    q, k, v = (t.requires_grad_() for t in qkv(Lq=3, Lk=0, Dv=4))
+    out = attention_backends[backend](q, k, v)
+    assert out.shape == (2, 3, 3, 4) and torch.equal(out, torch.zeros_like(out))
+    out.sum().backward()
+    assert torch.equal(q.grad, torch.zeros_like(q))
+
 def test_math_weights_rows_sum_to_one_or_zero():
     q, k, v = qkv(Lq=4, Lk=6)
     keep = torch.rand(4, 6) > 0.5; keep[1] = False; keep[0] = True
@@ -123,9 +131,11 @@ def test_low_precision_within_2x_torch(dtype, backend):
     assert err <= 2 * err_torch + 1e-6, (err, err_torch)
 
 def test_math_softmax_in_float32_for_half():
-    q = torch.full((1, 2, 4), 3.0, dtype=torch.float16); k = q.clone(); v = torch.randn(1, 2, 4).half()
+    q = torch.full((1, 2, 4), 200.0, dtype=torch.float16); k = q.clone(); v = torch.randn(1, 2, 4).half()
+    assert torch.isinf(q @ k.transpose(-2, -1)).all()              # the scores 160000 overflow float16 ...
     out, w = scaled_dot_product_attention(q, k, v, return_weights=True)
-    assert w.dtype == torch.float16 and torch.isfinite(out).all()
+    assert w.dtype == torch.float16 and torch.equal(w, torch.full_like(w, 0.5))   # ... but not our float32 scores
+    torch.testing.assert_close(out, v.float().mean(1, keepdim=True).expand(1, 2, 4).half(), atol=1e-3, rtol=0)
 
 # -- dropout
 def test_dropout_matches_dropout_of_weights():
@@ -243,6 +253,9 @@ def test_bad_inputs():
         sdpa(q, k, v, mask=torch.ones(4, 3, 5, 7, dtype=torch.bool))
     with E(ValueError, "is_causal=True together with an explicit mask is ambiguous"):
         sdpa(q, k, v, mask=torch.ones(5, 7, dtype=torch.bool), is_causal=True)
+    for s in ("0.5", torch.tensor(0.5), True):
+        for fn in (sdpa, torch_sdpa):
+            with E(TypeError, f"scale={s!r} must be a number or None"): fn(q, k, v, scale=s)
     for p in (-0.1, 1.0, 1.5, "0.1"):
         with E(ValueError, f"dropout_p={p!r} must be a number in [0, 1)"): sdpa(q, k, v, dropout_p=p)
     with E(ValueError, "backend='fast' must be one of ['auto', 'math', 'sdpa'"): attend(q, k, v, backend="fast")

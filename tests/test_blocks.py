@@ -5,7 +5,7 @@ from hypothesis import given, settings, strategies as st
 from torch import nn
 
 from transformer_lit.blocks import (BLOCK_ACTIVATIONS, DecoderBlock, DecoderOnlyBlock, EncoderBlock,
-                                    cached_causal_mask, make_norm)
+                                    make_norm)
 from transformer_lit.ffn import FeedForward, SwiGLU
 from transformer_lit.masks import causal_mask, combine_masks, from_torch_masks, padding_mask
 from transformer_lit.multihead import KVCache
@@ -281,19 +281,17 @@ def test_cache_with_explicit_mask_and_padding():
     torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-10, rtol=0)
 
 
-def test_cached_causal_mask():
-    x = torch.zeros(1, 2, D)
-    assert cached_causal_mask(x, None, True, None, H) == (None, True)
-    assert cached_causal_mask(x, None, True, KVCache(), H) == (None, True)    # empty cache: top-left is right
-    c = KVCache(); c.append(torch.zeros(1, H, 3, 4), torch.zeros(1, H, 3, 4))
-    mask, is_causal = cached_causal_mask(x, None, True, c, H)
-    assert is_causal is False and torch.equal(mask, causal_mask(2, 5, "bottom-right"))
-    m = torch.ones(2, 5, dtype=torch.bool)
-    assert cached_causal_mask(x, m, False, c, H) == (m, False)
+def test_causal_with_cache_is_bottom_right():
+    "A chunk after a cache sees the whole past: equal to one causal pass; a mask with is_causal is refused."
+    torch.manual_seed(0)
+    blk = DecoderOnlyBlock(D, H, FF).double().eval()
+    x = torch.randn(2, 6, D, dtype=torch.float64)
+    full = blk(x, is_causal=True)
+    out1, c = blk(x[:, :2], is_causal=True, use_cache=True)
+    out2, c = blk(x[:, 2:], is_causal=True, cache=c, use_cache=True)
+    torch.testing.assert_close(torch.cat([out1, out2], 1), full, atol=1e-10, rtol=0)
     with pytest.raises(ValueError, match="is_causal=True together with an explicit mask is ambiguous"):
-        cached_causal_mask(x, m, True, c, H)
-    with pytest.raises(TypeError, match="cache must be a KVCache or None, got tuple"):
-        cached_causal_mask(x, None, True, (1, 2), H)
+        blk(x[:, :1], mask=torch.ones(1, 7, dtype=torch.bool), is_causal=True, cache=c)
 
 
 def test_use_cache_returns_new_cache_and_cache_is_explicit():

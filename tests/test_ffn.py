@@ -302,3 +302,7 @@ def test_param_count_and_make_ffn_bad_arguments():
 def test_wrong_input_width(module):
     with pytest.raises(ValueError, match=re.escape("x.shape[-1]=8 must equal d_model=16")):
         module(torch.randn(2, 3, 8))
+    with pytest.raises(TypeError, match=re.escape("x must be a torch.Tensor, got list")):
+        module([0.0] * 16)
+    with pytest.raises(ValueError, match=re.escape("x.shape[-1]=None must equal d_model=16")):
+        module(torch.tensor(1.0))

@@ -115,6 +115,7 @@ def test_padding_mask_counts(lengths, extra):
     (lambda: padding_mask(torch.tensor([True])), TypeError, "lengths has dtype torch.bool; it must hold integers"),
     (lambda: padding_mask([1, 2], max_len=-1), ValueError, "max_len=-1 must be >= 0"),
     (lambda: padding_mask([1, 2], max_len=3.0), TypeError, "max_len=3.0 must be an int"),
+    (lambda: padding_mask(5), TypeError, "lengths must be a 1-D integer tensor or a list of ints, got int"),
 ])
 def test_padding_mask_bad_input(call, exc, msg):
     with pytest.raises(exc, match=msg):
@@ -156,6 +157,12 @@ def test_combine_masks_bad_input():
         combine_masks(causal_mask(3), causal_mask(4))
     with pytest.raises(TypeError, match="mask has dtype torch.int64; it must be bool or floating point"):
         combine_masks(causal_mask(2), B([[1, 0], [1, 1]]))
+    with pytest.raises(TypeError, match="mask must be a torch.Tensor or None, got list"):
+        combine_masks(causal_mask(2), [[True, False], [True, True]])
+    with pytest.raises(TypeError, match="mask must be a torch.Tensor, got list"):
+        to_additive([[True]])
+    with pytest.raises(TypeError, match="attn_mask must be a torch.Tensor or None, got list"):
+        from_torch_masks([[True]])
 
 
 def test_mask_to_str():
@@ -205,6 +212,7 @@ def test_from_torch_masks_matches_nn_multihead_attention(dtype):
 @pytest.mark.parametrize("call,msg", [
     (lambda: from_torch_masks(torch.zeros(4, 3, 3, dtype=torch.bool)), r"attn_mask.shape=\(4, 3, 3\) is 3-D \(B\*H, Lq, Lk\): pass n_heads"),
     (lambda: from_torch_masks(torch.zeros(3, dtype=torch.bool)), r"attn_mask.shape=\(3,\) must be \(Lq, Lk\) or \(B\*H, Lq, Lk\)"),
+    (lambda: from_torch_masks(torch.zeros(4, 3, 3, dtype=torch.bool), n_heads=3), r"n_heads=3 must be a positive int dividing attn_mask.shape\[0\]=4 \(B\*H\)"),
     (lambda: from_torch_masks(key_padding_mask=torch.zeros(3, dtype=torch.bool)), r"key_padding_mask.shape=\(3,\) must be \(B, Lk\)"),
 ])
 def test_from_torch_masks_bad_input(call, msg):

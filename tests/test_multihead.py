@@ -220,6 +220,9 @@ def test_constructor_errors():
         with E(ValueError, f"dropout={p} must be a number in [0, 1)"): MultiHeadAttention(8, 2, dropout=p)
     with E(ValueError, "backend='fastest' must be one of ['auto', 'math', 'sdpa'"): MultiHeadAttention(8, 2, backend="fastest")
     with E(ValueError, "d_model=10 must be divisible by n_heads=4"): attention_cost(10, 4, 3)
+    with E(ValueError, "n_heads=0 must be a positive int"): attention_cost(8, 0, 3)
+    with E(ValueError, "k_len=0 must be a positive int"): attention_cost(8, 2, 3, 0)
+    with E(ValueError, "x.shape[-1]=10 must be divisible by n_heads=3"): split_heads(torch.randn(2, 3, 10), 3)
 
 def test_forward_errors():
     m = MultiHeadAttention(8, 2)
@@ -232,6 +235,15 @@ def test_forward_errors():
     with E(ValueError, "value.shape[-1]=3 must equal vdim=5"): cm(x, torch.randn(2, 4, 3), torch.randn(2, 4, 3))
     with E(ValueError, "key.shape[0]=3 must equal query.shape[0]=2 (batch)"): m(x, torch.randn(3, 4, 8))
     with E(ValueError, "key.shape[1]=4 must equal value.shape[1]=5 (one value per key)"): m(x, x, torch.randn(2, 5, 8))
+    with E(TypeError, "key.dtype=torch.float64 must equal query.dtype=torch.float32"): m(x, x.double())
+    with E(TypeError, "value.dtype=torch.float16 must equal query.dtype=torch.float32"): m(x, x, x.half())
+    with E(ValueError, "value=None defaults to key, which needs kdim=3 to equal vdim=5: pass value"): cm(x, torch.randn(2, 4, 3))
+    with E(TypeError, "cache must be a KVCache or None, got dict"): m(x, cache={})
+    with E(ValueError, "positions must be a tensor of shape (Lq,) or (B, Lq) with Lq=4, got (3,)"): m(x, positions=torch.arange(3))
+    with E(ValueError, "positions must be a tensor of shape (Lq,) or (B, Lq) with Lq=4, got list"): m(x, positions=[0, 1, 2, 3])
+    cache = KVCache(); m(x, cache=cache)
+    with E(ValueError, "k.shape=(1, 2, 4, 4), v.shape=(1, 2, 4, 4) must match the cached (2, 2, 4, 4), (2, 2, 4, 4) in all dims but -2"):
+        m(x[:1], cache=cache)
     with E(ValueError, "mask.dim()=3 must be 2 (Lq, Lk) or 4 (B or 1, H or 1, Lq, Lk)"): m(x, mask=torch.ones(2, 4, 4, dtype=torch.bool))
     with E(ValueError, "mask.shape=(4, 3) must be broadcastable to (..., Lq, Lk)=(2, 2, 4, 4)"): m(x, mask=torch.ones(4, 3, dtype=torch.bool))
     with E(ValueError, "mask.shape=(3, 2, 4, 4) must be broadcastable"): m(x, mask=torch.ones(3, 2, 4, 4, dtype=torch.bool))
@@ -245,3 +257,20 @@ def test_from_torch_errors():
     with E(TypeError, "m must be an nn.MultiheadAttention, got Linear"): MultiHeadAttention.from_torch(nn.Linear(2, 2))
     with E(ValueError, "add_bias_kv=True, add_zero_attn=False: both must be False"):
         MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2, add_bias_kv=True))
+
+
+@pytest.mark.parametrize("chunks", [(1, 1, 1, 1, 1), (2, 3), (4, 1), (1, 4)])
+def test_cached_chunks_with_is_causal_equal_one_causal_pass(chunks):
+    "With a non-empty cache, is_causal aligns bottom-right: query i at position len(cache)+i sees keys <= it."
+    torch.manual_seed(0)
+    m = MultiHeadAttention(16, 4).double().eval()
+    x = torch.randn(2, sum(chunks), 16, dtype=torch.float64)
+    bias = torch.randn(1, 4, sum(chunks), sum(chunks), dtype=torch.float64)
+    for ab in (None, bias):
+        full = m(x, is_causal=True, attn_bias=ab)
+        cache, outs, t = KVCache(), [], 0
+        for n in chunks:
+            outs.append(m(x[:, t:t + n], is_causal=True, cache=cache,
+                          attn_bias=None if ab is None else ab[..., t:t + n, :t + n]))
+            t += n
+        torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-12, rtol=0)

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 # %% auto #0
-__all__ = ['attention_backends', 'backend_info', 'lazy_backends', 'check_qkv', 'check_mask', 'check_dropout',
+__all__ = ['attention_backends', 'backend_info', 'lazy_backends', 'check_qkv', 'check_mask', 'check_scale', 'check_dropout',
            'scaled_dot_product_attention', 'torch_sdpa', 'BackendInfo', 'register_backend', 'unregister_backend',
            'backend_names', 'check_backend', 'choose_backend', 'Attended', 'attend']
 
@@ -53,6 +53,11 @@ def check_mask(mask, # None, a bool mask (True = may attend) or a float mask add
         raise ValueError("is_causal=True together with an explicit mask is ambiguous (add a causal mask, or is the "
                          "mask already causal?): fold the causal part into the mask and pass is_causal=False")
 
+def check_scale(scale):
+    "Raise a `TypeError` naming `scale` unless it is None or a real number."
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
+        raise TypeError(f"scale={scale!r} must be a number or None")
+
 def check_dropout(dropout_p, name="dropout_p"):
     "Raise a `ValueError` naming `name` unless 0 <= `dropout_p` < 1."
     if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or not 0 <= dropout_p < 1:
@@ -72,7 +77,7 @@ def scaled_dot_product_attention(q: torch.Tensor, # queries (..., Lq, d_k)
     check_qkv(q, k, v)
     Lq, Lk = q.shape[-2], k.shape[-2]
     check_mask(mask, (*q.shape[:-1], Lk), is_causal)
-    check_dropout(dropout_p)
+    check_dropout(dropout_p); check_scale(scale)
     if scale is None: scale = 1.0 / math.sqrt(q.shape[-1])
     acc = torch.promote_types(q.dtype, torch.float32)               # float32, or float64 for float64 inputs
     scores = (q.to(acc) @ k.to(acc).transpose(-2, -1)) * scale      # (..., Lq, Lk)
@@ -81,7 +86,7 @@ def scaled_dot_product_attention(q: torch.Tensor, # queries (..., Lq, d_k)
         if mask.dtype == torch.bool: scores = scores.masked_fill(~mask, float("-inf"))
         else: scores = scores + mask.to(acc)
     # -- a softmax that maps a row of -inf to zeros: subtract the row max (0 where the row is all -inf)
-    m = scores.amax(-1, keepdim=True).detach()                      # (..., Lq, 1); softmax is shift-invariant
+    m = scores.amax(-1, keepdim=True).detach() if Lk else scores.new_zeros(*scores.shape[:-1], 1)  # (..., Lq, 1); shift-invariant
     m = m.masked_fill(m == float("-inf"), 0.0)
     e = torch.exp(scores - m)                                       # (..., Lq, Lk); exp(-inf) = 0
     s = e.sum(-1, keepdim=True)                                     # (..., Lq, 1); 0 on fully masked rows
@@ -99,7 +104,7 @@ def torch_sdpa(q, k, v, mask=None, is_causal=False, scale=None, dropout_p=0.0):
     "`F.scaled_dot_product_attention` with our contract: checked inputs, fully masked rows give zeros."
     check_qkv(q, k, v)
     check_mask(mask, (*q.shape[:-1], k.shape[-2]), is_causal)
-    check_dropout(dropout_p)
+    check_dropout(dropout_p); check_scale(scale)
     if mask is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale, dropout_p=dropout_p)
     if mask.is_floating_point(): mask = mask.to(q.dtype)

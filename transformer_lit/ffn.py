@@ -9,6 +9,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from .attention import check_dropout
+from .multihead import check_positive_int
 
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'get_activation', 'FeedForward', 'swiglu_hidden_dim', 'SwiGLU', 'ffn_param_count', 'make_ffn']
@@ -21,10 +22,10 @@ ACTIVATIONS = {
     "silu": F.silu,                                    # z·σ(z), Swish with β = 1
 }
 
-def _check_positive_int(name, value):
-    "Raise a `ValueError` naming `name` unless `value` is an int > 0 (bools are refused), as chapter 01 does."
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name}={value!r} must be a positive int")
+def _check_features(x, d_model):
+    "Raise a `TypeError`/`ValueError` unless `x` is a tensor whose last dim is `d_model`."
+    if not isinstance(x, torch.Tensor): raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() == 0 or x.shape[-1] != d_model: raise ValueError(f"x.shape[-1]={x.shape[-1] if x.dim() else None} must equal d_model={d_model}")
 
 def get_activation(name:str):
     "The activation function called `name` in `ACTIVATIONS`."
@@ -43,7 +44,7 @@ class FeedForward(nn.Module):
                  dropout:float=0.0,     # dropout on the hidden activations (PyTorch's inner `dropout`)
                  bias:bool=True):       # biases b1 and b2
         super().__init__()
-        _check_positive_int("d_model", d_model); _check_positive_int("d_ff", d_ff); check_dropout(dropout, "dropout")
+        check_positive_int("d_model", d_model); check_positive_int("d_ff", d_ff); check_dropout(dropout, "dropout")
         self.activation, self.f = activation, get_activation(activation)
         self.w1 = nn.Linear(d_model, d_ff, bias=bias)   # weight (d_ff, d_model): row i is key k_i
         self.w2 = nn.Linear(d_ff, d_model, bias=bias)   # weight (d_model, d_ff): column i is value v_i
@@ -51,8 +52,7 @@ class FeedForward(nn.Module):
 
     def hidden(self, x:torch.Tensor) -> torch.Tensor:
         "The hidden activations f(x W1 + b1), shape (..., d_ff): the memory coefficients."
-        if x.shape[-1] != self.w1.in_features:
-            raise ValueError(f"x.shape[-1]={x.shape[-1]} must equal d_model={self.w1.in_features}")
+        _check_features(x, self.w1.in_features)
         return self.f(self.w1(x))                       # (..., d_ff)
 
     def forward(self, x:torch.Tensor) -> torch.Tensor:
@@ -67,7 +67,7 @@ def swiglu_hidden_dim(d_model:int,                       # width of the residual
                       ffn_dim_multiplier:float|None=None # optional extra factor, applied before rounding
                      ) -> int:
     "LLaMA's SwiGLU hidden width: int(⅔·4·d_model), times the multiplier, rounded up to `multiple_of`."
-    _check_positive_int("d_model", d_model); _check_positive_int("multiple_of", multiple_of)
+    check_positive_int("d_model", d_model); check_positive_int("multiple_of", multiple_of)
     h = 8 * d_model // 3                                 # = int(2 * (4 * d_model) / 3) in Meta's code
     if ffn_dim_multiplier is not None:
         if isinstance(ffn_dim_multiplier, bool) or not isinstance(ffn_dim_multiplier, (int, float)) \
@@ -86,9 +86,9 @@ class SwiGLU(nn.Module):
                  dropout:float=0.0,     # dropout on the gated hidden activations (LLaMA uses none)
                  bias:bool=False):      # LLaMA and PaLM use no biases
         super().__init__()
-        _check_positive_int("d_model", d_model); check_dropout(dropout, "dropout")
+        check_positive_int("d_model", d_model); check_dropout(dropout, "dropout")
         if d_ff is None: d_ff = swiglu_hidden_dim(d_model, multiple_of)
-        _check_positive_int("d_ff", d_ff)
+        check_positive_int("d_ff", d_ff)
         self.w1 = nn.Linear(d_model, d_ff, bias=bias)   # gate: SiLU(x W1); weight (d_ff, d_model)
         self.w2 = nn.Linear(d_ff, d_model, bias=bias)   # output projection; weight (d_model, d_ff)
         self.w3 = nn.Linear(d_model, d_ff, bias=bias)   # linear ("up") branch x W3; weight (d_ff, d_model)
@@ -96,8 +96,7 @@ class SwiGLU(nn.Module):
 
     def hidden(self, x:torch.Tensor) -> torch.Tensor:
         "The gated hidden activations SiLU(x W1) ⊙ x W3, shape (..., d_ff)."
-        if x.shape[-1] != self.w1.in_features:
-            raise ValueError(f"x.shape[-1]={x.shape[-1]} must equal d_model={self.w1.in_features}")
+        _check_features(x, self.w1.in_features)
         return F.silu(self.w1(x)) * self.w3(x)          # (..., d_ff)
 
     def forward(self, x:torch.Tensor) -> torch.Tensor:
@@ -107,7 +106,7 @@ class SwiGLU(nn.Module):
 # %% ../nbs/04_ffn.ipynb #bddcf774
 def ffn_param_count(d_model:int, d_ff:int, gated:bool=False, bias:bool=True) -> int:
     "Parameters of an FFN (2 matrices) or a gated FFN such as SwiGLU (3 matrices), with or without biases."
-    _check_positive_int("d_model", d_model); _check_positive_int("d_ff", d_ff)
+    check_positive_int("d_model", d_model); check_positive_int("d_ff", d_ff)
     n_in = 2 if gated else 1                      # input projections: w1 (and w3 when gated)
     return (n_in + 1) * d_model * d_ff + ((n_in * d_ff + d_model) if bias else 0)
 

@@ -46,6 +46,7 @@ def to_additive(mask:Tensor, # bool (True = may attend) or float (returned as it
                 dtype:torch.dtype=torch.float32, # dtype of the float mask built from a bool one
                ) -> Tensor: # float mask: 0 where allowed, -inf where blocked
     "The float mask that is added to the scores: 0 where `mask` is True, -inf where it is False."
+    if not isinstance(mask, Tensor): raise TypeError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
     if mask.dtype == torch.bool:
         return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
     if not mask.is_floating_point(): raise TypeError(f"mask has dtype {mask.dtype}; it must be bool or floating point")
@@ -56,6 +57,8 @@ def padding_mask(lengths, # (B,) number of real tokens per sequence: a 1-D integ
                  max_len:int|None=None, # padded length T (default: the largest length)
                 ) -> Tensor: # bool (B, T), True on real tokens (right padding)
     "Bool mask of the real tokens of right-padded sequences."
+    if not isinstance(lengths, (Tensor, list, tuple)):
+        raise TypeError(f"lengths must be a 1-D integer tensor or a list of ints, got {type(lengths).__name__}")
     if not isinstance(lengths, Tensor):  # an empty list would become float32: make it an empty int tensor
         lengths = torch.as_tensor(lengths) if len(lengths) else torch.zeros(0, dtype=torch.long)
     if lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:
@@ -74,6 +77,7 @@ def combine_masks(*masks:Tensor|None, # bool (True = may attend) or float (added
     ms = [m for m in masks if m is not None]
     if not ms: return None
     for m in ms:
+        if not isinstance(m, Tensor): raise TypeError(f"mask must be a torch.Tensor or None, got {type(m).__name__}")
         if m.dtype != torch.bool and not m.is_floating_point():
             raise TypeError(f"mask has dtype {m.dtype}; it must be bool or floating point")
     try: torch.broadcast_shapes(*(m.shape for m in ms))
@@ -94,10 +98,14 @@ def from_torch_masks(attn_mask:Tensor|None=None, # torch's attn_mask: bool (True
                     ) -> Tensor|None: # our mask (True = may attend, or float added), broadcastable to (B, H, Lq, Lk)
     "Convert the masks of `nn.MultiheadAttention` / `nn.Transformer*Layer` to this course's convention."
     a = p = None
+    for name, m in (("attn_mask", attn_mask), ("key_padding_mask", key_padding_mask)):
+        if m is not None and not isinstance(m, Tensor): raise TypeError(f"{name} must be a torch.Tensor or None, got {type(m).__name__}")
     if attn_mask is not None:
         a = ~attn_mask if attn_mask.dtype == torch.bool else attn_mask
         if a.dim() == 3:
             if n_heads is None: raise ValueError(f"attn_mask.shape={tuple(a.shape)} is 3-D (B*H, Lq, Lk): pass n_heads")
+            if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads <= 0 or a.shape[0] % n_heads:
+                raise ValueError(f"n_heads={n_heads!r} must be a positive int dividing attn_mask.shape[0]={a.shape[0]} (B*H)")
             a = a.view(-1, n_heads, *a.shape[-2:])                  # (B, H, Lq, Lk)
         elif a.dim() != 2: raise ValueError(f"attn_mask.shape={tuple(a.shape)} must be (Lq, Lk) or (B*H, Lq, Lk)")
     if key_padding_mask is not None:

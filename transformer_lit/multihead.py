@@ -10,7 +10,7 @@ from torch import nn
 from .attention import attend, check_backend, check_dropout, check_mask, scaled_dot_product_attention
 
 # %% auto #0
-__all__ = ['split_heads', 'merge_heads', 'attention_cost', 'KVCache', 'MultiHeadAttention']
+__all__ = ['split_heads', 'merge_heads', 'check_positive_int', 'attention_cost', 'KVCache', 'MultiHeadAttention']
 
 # %% ../nbs/01_multihead.ipynb #60757fbb
 def split_heads(x: torch.Tensor, # (B, T, H*D)
@@ -18,6 +18,7 @@ def split_heads(x: torch.Tensor, # (B, T, H*D)
                ) -> torch.Tensor:
     "Cut the last dim into `n_heads` heads: (B, T, H*D) -> (B, H, T, D)."
     B, T, E = x.shape
+    if E % n_heads: raise ValueError(f"x.shape[-1]={E} must be divisible by n_heads={n_heads}")
     return x.view(B, T, n_heads, E // n_heads).transpose(1, 2)     # (B, T, H, D) -> (B, H, T, D)
 
 def merge_heads(x: torch.Tensor, # (B, H, T, D)
@@ -27,6 +28,13 @@ def merge_heads(x: torch.Tensor, # (B, H, T, D)
     return x.transpose(1, 2).reshape(B, T, H * D)                  # (B, T, H, D) -> (B, T, H*D)
 
 # %% ../nbs/01_multihead.ipynb #2be40583
+def check_positive_int(name: str, # the argument's name in the message
+                       value, # the value to check
+                      ):
+    "Raise a `ValueError` naming `name` unless `value` is an int > 0 (bools are refused)."
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name}={value!r} must be a positive int")
+
 def attention_cost(d_model: int, # model width
                    n_heads: int, # H; each head has d_k = d_model // H
                    q_len: int, # Lq
@@ -34,8 +42,9 @@ def attention_cost(d_model: int, # model width
                    bias: bool=True, # whether the four projections have biases
                   ) -> dict:
     "Parameters and matmul FLOPs (2 per multiply-add) of one multi-head attention call on one sequence."
-    if d_model % n_heads: raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
     k_len = q_len if k_len is None else k_len
+    for name, val in (("d_model", d_model), ("n_heads", n_heads), ("q_len", q_len), ("k_len", k_len)): check_positive_int(name, val)
+    if d_model % n_heads: raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
     d_k = d_model // n_heads
     return dict(
         params=4 * d_model * d_model + (4 * d_model if bias else 0),              # W_Q, W_K, W_V, W_O (+ biases)
@@ -52,6 +61,9 @@ class KVCache:
     def __len__(self): return 0 if self.k is None else self.k.shape[-2]
     def append(self, k: torch.Tensor, v: torch.Tensor): # new keys/values (B, H, t, D)
         "Add `k`, `v` after the cached ones and return all keys and values."
+        if self.k is not None and (k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1] or v.shape[-1] != self.v.shape[-1]):
+            raise ValueError(f"k.shape={tuple(k.shape)}, v.shape={tuple(v.shape)} must match the cached "
+                             f"{tuple(self.k.shape)}, {tuple(self.v.shape)} in all dims but -2 (B, H and D)")
         self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)  # (B, H, T+t, D)
         self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)  # (B, H, T+t, Dv)
         return self.k, self.v
@@ -69,9 +81,7 @@ class MultiHeadAttention(nn.Module):
                  rotary=None, # rotary(x, positions) -> x for x (B, H, T, D); applied to q and k after the head split
                 ):
         super().__init__()
-        for name, val in (("d_model", d_model), ("n_heads", n_heads)):
-            if isinstance(val, bool) or not isinstance(val, int) or val <= 0:
-                raise ValueError(f"{name}={val!r} must be a positive int")
+        check_positive_int("d_model", d_model); check_positive_int("n_heads", n_heads)
         if d_model % n_heads: raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
         for name, val in (("kdim", kdim), ("vdim", vdim)):
             if val is not None and (isinstance(val, bool) or not isinstance(val, int) or val <= 0):
@@ -118,6 +128,10 @@ def _check_inputs(self, query, key, value, mask, attn_bias):
         if t.dim() != 3: raise ValueError(f"{name}.dim()={t.dim()} must be 3: (B, T, {wname})")
         if t.shape[-1] != width: raise ValueError(f"{name}.shape[-1]={t.shape[-1]} must equal {wname}={width}")
         if t.shape[0] != query.shape[0]: raise ValueError(f"{name}.shape[0]={t.shape[0]} must equal query.shape[0]={query.shape[0]} (batch)")
+        if t.dtype != query.dtype and not torch.is_autocast_enabled(t.device.type):  # autocast casts them itself
+            raise TypeError(f"{name}.dtype={t.dtype} must equal query.dtype={query.dtype}")
+    if key is not None and value is None and self.kdim != self.vdim:
+        raise ValueError(f"value=None defaults to key, which needs kdim={self.kdim} to equal vdim={self.vdim}: pass value")
     if key is not None and value is not None and key.shape[1] != value.shape[1]:
         raise ValueError(f"key.shape[1]={key.shape[1]} must equal value.shape[1]={value.shape[1]} (one value per key)")
     for name, m in (("mask", mask), ("attn_bias", attn_bias)):
@@ -134,7 +148,7 @@ def _forward(self, query: torch.Tensor, # (B, Lq, d_model)
              key: torch.Tensor|None=None, # (B, Lk, kdim); default `query` (self-attention)
              value: torch.Tensor|None=None, # (B, Lk, vdim); default `key`
              mask: torch.Tensor|None=None, # bool (True = may attend) or float, broadcastable to (B, H, Lq, Lk)
-             is_causal: bool=False, # top-left causal mask (not together with `mask`)
+             is_causal: bool=False, # query i, at position len(cache) + i, sees keys j <= len(cache) + i (top-left without a cache); not with `mask`
              need_weights: bool=False, # also return the per-head weights (B, H, Lq, Lk); runs the math backend
              attn_bias: torch.Tensor|None=None, # float added to the scores (ALiBi, relative bias), broadcastable to (B, H, Lq, Lk)
              positions: torch.Tensor|None=None, # positions for `rotary`; default len(cache) + arange(Lq)
@@ -142,6 +156,10 @@ def _forward(self, query: torch.Tensor, # (B, Lq, d_model)
             ):
     "Attend from `query` to `key`/`value`; returns `out` (B, Lq, d_model), or `(out, weights)`."
     self._check_inputs(query, key, value, mask, attn_bias)
+    if cache is not None and not isinstance(cache, KVCache): raise TypeError(f"cache must be a KVCache or None, got {type(cache).__name__}")
+    if positions is not None and not (isinstance(positions, torch.Tensor) and positions.dim() in (1, 2) and positions.shape[-1] == query.shape[1]):
+        raise ValueError(f"positions must be a tensor of shape (Lq,) or (B, Lq) with Lq={query.shape[1]}, got "
+                         f"{tuple(positions.shape) if isinstance(positions, torch.Tensor) else type(positions).__name__}")
     q, k, v = self.project_qkv(query, key, value)                   # (B, H, Lq, D), (B, H, Lk, D), (B, H, Lk, Dv)
     past = 0 if cache is None else len(cache)
     if self.rotary is not None:
@@ -151,10 +169,11 @@ def _forward(self, query: torch.Tensor, # (B, Lq, d_model)
     if cache is not None: k, v = cache.append(k, v)                 # (B, H, past + Lk, D)
     Lq, Lk = q.shape[-2], k.shape[-2]
     check_mask(mask, (q.shape[0], self.n_heads, Lq, Lk), is_causal)
+    if is_causal and (past or attn_bias is not None):              # an explicit mask; with a cache it is bottom-right
+        mask, is_causal = torch.ones(Lq, Lk, dtype=torch.bool, device=q.device).tril(past), False  # (Lq, Lk)
     if attn_bias is not None:                                       # fold mask and causality into one float bias
         check_mask(attn_bias, (q.shape[0], self.n_heads, Lq, Lk), name="attn_bias")
         bias = attn_bias.to(torch.promote_types(q.dtype, torch.float32))
-        if is_causal: mask, is_causal = torch.ones(Lq, Lk, dtype=torch.bool, device=q.device).tril(), False  # (Lq, Lk)
         if mask is not None and mask.dtype == torch.bool: bias = bias.masked_fill(~mask, float("-inf"))
         elif mask is not None: bias = bias + mask
         mask = bias

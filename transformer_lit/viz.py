@@ -30,6 +30,8 @@ def attention_heatmap(weights, # (Lq, Lk) weights, queries down the rows, keys a
     "Draw one attention map with token labels; returns the axes."
     w = to_numpy(weights)
     if w.ndim != 2: raise ValueError(f"weights.ndim={w.ndim} must be 2: (Lq, Lk)")
+    for name, labels, n in (("q_labels", q_labels, w.shape[0]), ("k_labels", k_labels, w.shape[1])):
+        if labels is not None and len(labels) != n: raise ValueError(f"len({name})={len(labels)} must equal {n}, the weights' {'rows' if name[0] == 'q' else 'columns'}")
     if ax is None: _, ax = plt.subplots(figsize=(0.45 * w.shape[1] + 2, 0.45 * w.shape[0] + 1.2))
     im = ax.imshow(w, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     for labels, setter, n in ((q_labels, ax.set_yticks, w.shape[0]), (k_labels, ax.set_xticks, w.shape[1])):
@@ -59,6 +61,7 @@ def heatmap_grid(maps, # a sequence of (Lq, Lk) maps, or a tensor (N, Lq, Lk)
     maps = [to_numpy(m) for m in maps]
     n = len(maps)
     if n == 0: raise ValueError("maps is empty: give at least one (Lq, Lk) map")
+    if titles is not None and len(titles) != n: raise ValueError(f"len(titles)={len(titles)} must equal the number of maps, {n}")
     ncols = ncols or min(n, 4)
     nrows = math.ceil(n / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols + 0.5, size * nrows), squeeze=False, constrained_layout=True)
