@@ -125,6 +125,20 @@ def lab(tmp_path_factory):
         assert (root / NOTEBOOK).exists()
 
 
+def wait_for_idle_kernel(base, token, timeout_s):
+    "Poll the server until the notebook's kernel exists and reports execution_state 'idle'."
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            kernels = json.loads(api(base, token, "/api/kernels")[1])
+            if kernels and all(k.get("execution_state") == "idle" for k in kernels):
+                return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"the kernel was not idle within {timeout_s} s")
+
+
 def prompts(page):
     "The input prompts of all code cells, e.g. ['[1]:', '[*]:', '[ ]:']."
     return page.eval_on_selector_all(".jp-Notebook .jp-CodeCell .jp-InputArea-prompt",
@@ -154,9 +168,22 @@ def test_explorer_in_jupyterlab(lab):
             page.wait_for_function("n => document.querySelectorAll('.jp-Notebook .jp-CodeCell').length === n", arg=n_code)
             phase("notebook open")
 
-            # -- run all cells through the menu, as a learner would
-            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-            page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
+            # -- wait for the notebook's kernel to be idle: a Run All sent earlier may be lost on a slow machine
+            wait_for_idle_kernel(base, token, timeout_s=90)
+            page.locator(".jp-Notebook .jp-Cell").first.click()        # make the notebook the active widget
+            phase("kernel idle")
+
+            # -- run all cells through the menu, as a learner would (again if no cell started)
+            for attempt in range(3):
+                page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+                page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
+                try:
+                    page.wait_for_function(
+                        """() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputArea-prompt')]
+                                   .some(e => e.textContent.trim() !== '[ ]:')""", timeout=20_000)
+                    break
+                except Exception:
+                    if attempt == 2: raise AssertionError(f"Run All Cells started no cell; prompts: {prompts(page)}")
             try:
                 page.wait_for_function(
                     """n => { const ps = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputArea-prompt')]

@@ -81,10 +81,13 @@ def test_nbdev_processing_runs(nb, tmp_path):
     """The part of `nbdev_docs` before Quarto (`nbdev.serve.proc_nbs`), one notebook at a time.
 
     nbdev re-executes every exported cell and every cell that imports something, in a fresh shell,
-    to render the docs: such a cell must not use a variable that only a plain cell defines."""
-    from nbdev.serve_drv import main
-    from nbdev.processors import FilterDefaults
-    main((nb, tmp_path/nb.name, FilterDefaults))
+    to render the docs: such a cell must not use a variable that only a plain cell defines. It runs
+    in a subprocess, so what those cells change (torch's grad mode, say) stays out of this one."""
+    code = ("import sys; from pathlib import Path; from nbdev.serve_drv import main; "
+            "from nbdev.processors import FilterDefaults; main((Path(sys.argv[1]), Path(sys.argv[2]), FilterDefaults))")
+    r = subprocess.run([sys.executable, '-c', code, str(nb), str(tmp_path/nb.name)], cwd=ROOT,
+                       capture_output=True, text=True, env={**os.environ, 'MPLBACKEND': 'Agg'})
+    assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads((tmp_path/nb.name).read_text())['cells']
 
 def test_readme_carries_index_headings_and_commands():
