@@ -258,7 +258,7 @@ def test_bad_inputs():
             with E(TypeError, f"scale={s!r} must be a number or None"): fn(q, k, v, scale=s)
     for p in (-0.1, 1.0, 1.5, "0.1"):
         with E(ValueError, f"dropout_p={p!r} must be a number in [0, 1)"): sdpa(q, k, v, dropout_p=p)
-    with E(ValueError, "backend='fast' must be one of ['auto', 'math', 'sdpa'"): attend(q, k, v, backend="fast")
+    with E(ValueError, "backend='fast' must be one of ['auto', 'flash', 'math', 'sdpa', 'triton']"): attend(q, k, v, backend="fast")
     with E(ValueError, "backend='sdpa' cannot return weights: need_weights=True needs backend='math' or 'auto'"):
         attend(q, k, v, need_weights=True, backend="sdpa")
     for fn in (torch_sdpa, lambda *a, **kw: attend(*a, **kw)):

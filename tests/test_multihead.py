@@ -218,7 +218,7 @@ def test_constructor_errors():
     with E(ValueError, "kdim=-1 must be a positive int or None"): MultiHeadAttention(8, 2, kdim=-1)
     for p in (-0.5, 1.0):
         with E(ValueError, f"dropout={p} must be a number in [0, 1)"): MultiHeadAttention(8, 2, dropout=p)
-    with E(ValueError, "backend='fastest' must be one of ['auto', 'math', 'sdpa'"): MultiHeadAttention(8, 2, backend="fastest")
+    with E(ValueError, "backend='fastest' must be one of ['auto', 'flash', 'math', 'sdpa', 'triton']"): MultiHeadAttention(8, 2, backend="fastest")
     with E(ValueError, "d_model=10 must be divisible by n_heads=4"): attention_cost(10, 4, 3)
     with E(ValueError, "n_heads=0 must be a positive int"): attention_cost(8, 0, 3)
     with E(ValueError, "k_len=0 must be a positive int"): attention_cost(8, 2, 3, 0)

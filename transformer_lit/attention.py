@@ -163,7 +163,7 @@ def unregister_backend(name: str):
 # %% ../nbs/00_attention.ipynb #4183d8d1
 def backend_names():
     "Every name `backend=` accepts, loaded or lazy."
-    return ["auto", *backend_info, *[n for n in lazy_backends if n not in backend_info]]
+    return ["auto", *sorted(set(backend_info) | set(lazy_backends))]  # sorted: the same list before and after lazy loads
 
 def check_backend(backend):
     "Raise a `ValueError` naming `backend` unless it is 'auto' or a registered or lazily loadable backend."
