@@ -485,3 +485,26 @@ def test_bad_caches_and_generation_arguments():
 def test_check_tokens_passes_good_ids():
     check_tokens(torch.tensor([[0, 39]]), 40)
     check_tokens(torch.tensor([[0, 39]], dtype=torch.int32), 40)
+
+
+@pytest.mark.parametrize("kind", ["lm", "seq2seq"])
+def test_config_backend_reaches_every_attention(kind):
+    "TransformerConfig(backend=...) runs every block on that backend: 'flash' equals 'math' in float64, with gradients."
+    from transformer_lit.model import Transformer
+    from transformer_lit.multihead import MultiHeadAttention
+    torch.manual_seed(0)
+    ids = torch.randint(0, 11, (2, 9))
+    outs = []
+    for backend in ("math", "flash"):
+        torch.manual_seed(0)
+        cfg = TransformerConfig(11, d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0, max_len=16, backend=backend)
+        m = (DecoderOnlyLM(cfg) if kind == "lm" else Transformer(cfg)).double()
+        attns = [mod for mod in m.modules() if isinstance(mod, MultiHeadAttention)]
+        assert len(attns) == (2 if kind == "lm" else 6) and all(a.backend == backend for a in attns)
+        y = m(ids) if kind == "lm" else m(ids, ids)
+        y.square().sum().backward()
+        outs.append((y, [p.grad for p in m.parameters()]))
+    torch.testing.assert_close(outs[0][0], outs[1][0], atol=1e-10, rtol=0)
+    for g0, g1 in zip(outs[0][1], outs[1][1]): torch.testing.assert_close(g0, g1, atol=1e-10, rtol=0)
+    with pytest.raises(ValueError, match=r"backend='fastest' must be one of \['auto', 'flash', 'math', 'sdpa', 'triton'\]"):
+        TransformerConfig(11, d_model=16, n_heads=2, backend="fastest")

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
-from .attention import check_dropout
+from .attention import check_backend, check_dropout
 from .multihead import KVCache
 from .blocks import BLOCK_ACTIVATIONS, DecoderBlock, DecoderOnlyBlock, EncoderBlock, make_norm
 from .masks import causal_mask
@@ -55,6 +55,7 @@ class TransformerConfig:
     scale_embeddings: bool = True    # multiply token embeddings by √d_model (Vaswani et al. §3.4; GPT-2: False)
     pad_id: int|None = None          # if set, tokens equal to pad_id are masked out as keys
     rope_base: float = 10000.0       # RoPE's θ base
+    backend: str = "auto"            # attention backend of every block: "auto", "math", "sdpa", "flash", "triton"
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"): _pos_int(name, getattr(self, name))
@@ -63,6 +64,7 @@ class TransformerConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         check_dropout(self.dropout, "dropout")
+        check_backend(self.backend)
         for name in ("norm_first", "tie_embeddings", "bias", "final_norm", "scale_embeddings"):
             if not isinstance(getattr(self, name), bool): raise TypeError(f"{name}={getattr(self, name)!r} must be a bool")
         if isinstance(self.rope_base, bool) or not isinstance(self.rope_base, (int, float)) or not self.rope_base > 1:
@@ -184,7 +186,8 @@ class DecoderOnlyLM(nn.Module):
         self.pos = Positions(c)
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(DecoderOnlyBlock(c.d_model, c.n_heads, c.d_ff, c.dropout, c.activation, c.norm_first,
-                                                     c.bias, c.norm, c.layer_norm_eps, rotary=self.pos.rotary)
+                                                     c.bias, c.norm, c.layer_norm_eps, rotary=self.pos.rotary,
+                                                     backend=c.backend)
                                     for _ in range(c.decoder_layers))
         self.norm = make_norm(c.norm, c.d_model, c.layer_norm_eps, c.bias) if c.final_norm else nn.Identity()
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)   # unembedding U, weight (V, d_model)
@@ -226,7 +229,7 @@ class TransformerStack(nn.Module):
         super().__init__()
         c = self.config = config
         kw = dict(d_ff=c.d_ff, dropout=c.dropout, activation=c.activation, norm_first=c.norm_first, bias=c.bias,
-                  norm=c.norm, layer_norm_eps=c.layer_norm_eps, rotary=rotary)
+                  norm=c.norm, layer_norm_eps=c.layer_norm_eps, rotary=rotary, backend=c.backend)
         self.encoder = nn.ModuleList(EncoderBlock(c.d_model, c.n_heads, **kw) for _ in range(c.encoder_layers))
         self.decoder = nn.ModuleList(DecoderBlock(c.d_model, c.n_heads, **kw) for _ in range(c.decoder_layers))
         final = lambda: make_norm(c.norm, c.d_model, c.layer_norm_eps, c.bias) if c.final_norm else nn.Identity()
