@@ -39,7 +39,8 @@ hooks:
 	@if [ -d .git/hooks ]; then cp tools/pre-commit .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit; fi
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=nbs --ServerApp.ip=127.0.0.1 --port=$(PORT) --no-browser
+	$(BIN)/jupyter lab --notebook-dir=nbs --ServerApp.ip=127.0.0.1 --port=$(PORT) --no-browser \
+	  $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 test: $(STAMP)
 	$(BIN)/python tools/check_sync.py
