@@ -1,6 +1,7 @@
 """Shared pytest configuration: hypothesis profiles sized for a 2-core CI machine."""
 import os
 import torch
+import pytest
 from hypothesis import settings, HealthCheck
 
 settings.register_profile('ci', max_examples=25, deadline=None, derandomize=True,
@@ -8,3 +9,11 @@ settings.register_profile('ci', max_examples=25, deadline=None, derandomize=True
 settings.register_profile('thorough', max_examples=300, deadline=None)
 settings.load_profile(os.environ.get('HYPOTHESIS_PROFILE', 'ci'))
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    "Run a module's tests on one torch thread (tile loops and tiny models: faster than two competing), then restore."
+    before = torch.get_num_threads(); torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -10,11 +10,7 @@ from transformer_lit.flash import attention_flops
 
 ROOT = Path(__file__).resolve().parent.parent
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads(); torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny ops: one thread (tests/conftest.py)
 
 def test_time_ms_is_a_median():
     calls = iter([0.0, 0.03, 0.0, 0.001])                             # warm-up, then three timed sleeps

@@ -13,12 +13,7 @@ from transformer_lit.multihead import MultiHeadAttention
 
 TOL = {torch.float64: dict(atol=1e-10, rtol=1e-10), torch.float32: dict(atol=1e-5, rtol=1.3e-6)}
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    "The tile loops launch many small ops: one thread avoids thread barriers on a busy 2-core runner."
-    before = torch.get_num_threads(); torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny ops: one thread (tests/conftest.py)
 
 def qkv(B, H, Lq, Lk, D, dtype, Dv=None, seed=0):
     g = torch.Generator().manual_seed(seed)

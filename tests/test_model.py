@@ -17,13 +17,7 @@ from transformer_lit.positional import sinusoidal_encoding
 
 F64 = torch.float64
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    "These models are tiny: one thread is faster than two competing ones. Restored afterwards."
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny ops: one thread (tests/conftest.py)
 TINY = TransformerConfig(vocab_size=40, d_model=16, n_heads=4, n_layers=2, d_ff=32, max_len=32, dropout=0.0)
 
 def tiny(**kw): return dataclasses.replace(TINY, **kw)

@@ -11,12 +11,7 @@ from transformer_lit.train import (BOS, EOS, PAD, LMData, Seq2SeqData, TrainConf
 
 ROOT = Path(__file__).resolve().parent.parent
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    "Training steps of tiny models: one thread is faster than two on a shared 2-core machine; restored afterwards."
-    n = torch.get_num_threads(); torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny ops: one thread (tests/conftest.py)
 
 # ---- the schedule
 def test_noam_peak_matches_paper_formula():
