@@ -6,6 +6,11 @@
 #   scripts/gpu_check.sh                 # on the GPU: correctness (bf16/fp16/fp32), tuning, benchmark, table last
 #   scripts/gpu_check.sh --dry-run       # anywhere: the same code in the Triton interpreter on tiny CPU sizes
 #   scripts/gpu_check.sh --json out.json --budget 300 --no-tune
+#   scripts/gpu_check.sh show out.json   # print a saved report's goals and table again
+#
+# The report written by --json is rewritten after every step (a run stopped by a timeout keeps what it
+# measured). To record a run in chapter 11: copy it to nbs/gpu_results/flash_triton.json and re-execute
+# nbs/11_flash_triton.ipynb (python tools/run_nb.py nbs/11_flash_triton.ipynb) on any machine.
 #
 # Environment: PYTHON (default: .venv/bin/python if present, else python3); CHECK_TIMEOUT (default 600 s).
 set -euo pipefail
@@ -15,6 +20,8 @@ if [ -z "$PY" ]; then
   if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"   # use this checkout without installing it
+export PYTHONUNBUFFERED=1                             # each line appears as it is logged, also through a pipe
+if [ "${1:-}" = "show" ]; then exec "$PY" -m transformer_lit.flash_triton "$@"; fi
 for a in "$@"; do
   if [ "$a" = "--dry-run" ]; then
     # the interpreter must be chosen before triton is imported; hide GPUs so the CPU path runs

@@ -3,7 +3,7 @@
 On a CPU the kernels run in the Triton interpreter (TRITON_INTERPRET=1, set by the module before it imports
 triton), so the sizes are small. On a CUDA machine the same tests compile the kernels.
 """
-import json, math, os, subprocess, sys
+import json, math, os, subprocess, sys, time
 from pathlib import Path
 import pytest
 import torch
@@ -262,6 +262,26 @@ def test_cpu_without_interpreter_is_unavailable(monkeypatch):
     assert ft.triton_status("meta") == (False, "device=meta is not supported: use cuda tensors, or cpu ones with TRITON_INTERPRET=1")
 
 
+
+@pytest.mark.skipif(not ft.interpreting(), reason="the probe is about the Triton interpreter")
+def test_interpreter_loop_probe():
+    "The installed triton/NumPy pair runs a loop to a runtime bound (triton 3.6.0 with NumPy 2.4.6 does not)."
+    assert ft.interpreter_loop_error() is None
+
+
+@pytest.mark.skipif(not ft.interpreting(), reason="the probe is about the Triton interpreter")
+def test_interpreter_loop_trap_is_reported(monkeypatch):
+    "Where the probe fails, the backend is unavailable with the probe's error and the way out, not a crash in a kernel."
+    import numpy
+    monkeypatch.setattr(ft, "interpreter_loop_error", lambda: "InterpreterError: boom")
+    ok, why = ft.triton_status("cpu")
+    assert not ok and why == (f"the Triton {ft.triton.__version__} interpreter fails on a loop to a runtime bound with NumPy "
+                              f"{numpy.__version__} (InterpreterError: boom); use triton 3.7 or newer, or NumPy older than 2.4")
+    q = torch.randn(1, 1, 4, 8)
+    with pytest.raises(RuntimeError, match=r"^the triton backend is unavailable on cpu: the Triton .* interpreter fails"):
+        ft.triton_flash_attention(q, q, q)
+    assert attend(q, q, q).backend != "triton" and not ft.triton_supports(q, q, q, None, False, 0.0)
+
 # -- the GPU check script, in dry-run mode --------------------------------------------------------------
 
 @needs_triton
@@ -278,10 +298,46 @@ def test_gpu_check_script_dry_run(tmp_path):
     rep = json.loads(out.read_text())
     assert rep["ok"] and rep["versions"]["interpreter"] and len(rep["bench"]) == 4
     assert all(row["triton_tflops"] > 0 for row in rep["bench"])
+    shown = subprocess.run([sys.executable, "-m", "transformer_lit.flash_triton", "show", str(out)], capture_output=True,
+                           text=True, env=env, cwd=ROOT, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip().splitlines()[-6:] == lines[-6:] and shown.stdout.startswith("goals (measured, not asserted):")
     import matplotlib; matplotlib.use("Agg")
     fig = ft.plot_tflops(rep["bench"], "dry run")
     assert len(fig.axes) == 2
 
 
-def test_main_rejects_unknown_command():
-    with pytest.raises(SystemExit): ft.main(["bench"])
+def test_main_rejects_bad_command_lines(capsys):
+    for argv in (["bench"], ["show"], ["check", "report.json"]):
+        with pytest.raises(SystemExit): ft.main(argv)
+    err = capsys.readouterr().err
+    assert "show needs the path of a JSON report" in err and "check takes no path (got 'report.json')" in err
+
+
+def test_benchmark_stops_at_the_deadline():
+    "Past the deadline nothing is timed: every entry says why it is empty, and each row is still logged."
+    lines = []
+    rows = ft.benchmark("cpu", dtype=torch.float32, head_dims=(8,), lengths=(16, 32), causals=(False,), modes=("fwd",),
+                        tokens=32, width=8, deadline=time.time() - 1, log=lines.append)
+    assert [(r["N"], r["B"], r["H"]) for r in rows] == [(16, 2, 1), (32, 1, 1)]
+    for r in rows:
+        for name in ft.PROVIDERS:
+            assert r[name] is None and r[name + "_tflops"] is None and r[name + "_error"] == "skipped: time budget spent"
+    assert lines == [f"  D=8 causal=False N={n} fwd: triton skipped: time budget spent, sdpa_flash skipped: time budget spent, "
+                     "sdpa_cudnn skipped: time budget spent" for n in (16, 32)]
+
+
+@needs_triton
+def test_run_check_goes_on_after_a_failing_step(monkeypatch, tmp_path):
+    "A step that raises is logged and recorded; the later steps run, the JSON is written, the table is last, ok is False."
+    monkeypatch.setattr(ft, "correctness_cases", lambda device, quick=False: [(torch.float32, 16, 17, 17, True)])
+    def broken(*a, **k): raise RuntimeError("boom")
+    monkeypatch.setattr(ft, "benchmark", broken)
+    lines, path = [], tmp_path / "r.json"
+    rep = ft.run_check(dry_run=True, json_path=str(path), log=lines.append)
+    assert rep["errors"] == {"benchmark": "RuntimeError: boom"} and not rep["ok"]
+    assert rep["correctness_ok"] and len(rep["correctness"]) == 4 and rep["bench"] == []
+    assert any(l.startswith("benchmark FAILED, continuing:") and "RuntimeError: boom" in l for l in lines)
+    text = lines[-1]
+    assert "errors:\n  benchmark: RuntimeError: boom" in text and text.endswith("| triton / FLASH |\n|---|---|---|---|---|---|---|---|---|")
+    assert json.loads(path.read_text())["errors"] == {"benchmark": "RuntimeError: boom"}

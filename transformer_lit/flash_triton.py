@@ -4,11 +4,11 @@
 
 # %% auto #0
 __all__ = ['LOG2E', 'SUPPORTED_DTYPES', 'MAX_HEAD_DIM', 'TUNED_CONFIGS', 'PROVIDERS', 'FWD_CANDIDATES', 'BWD_CANDIDATES',
-           'interpreting', 'block_config', 'triton_flash_forward', 'triton_flash_backward', 'triton_status',
-           'check_triton_inputs', 'TritonFlashAttentionFunction', 'triton_flash_attention', 'reference_attention',
-           'compare_with_reference', 'tile_phases', 'triton_supports', 'triton_backend', 'benchmark', 'tune',
-           'versions', 'correctness_cases', 'check_correctness', 'forward_memory', 'goals', 'format_table', 'run_check',
-           'main', 'plot_tflops']
+           'interpreter_loop_error', 'interpreting', 'block_config', 'triton_flash_forward', 'triton_flash_backward',
+           'triton_status', 'check_triton_inputs', 'TritonFlashAttentionFunction', 'triton_flash_attention',
+           'reference_attention', 'compare_with_reference', 'tile_phases', 'triton_supports', 'triton_backend',
+           'benchmark', 'tune', 'versions', 'correctness_cases', 'check_correctness', 'forward_memory', 'goals',
+           'format_table', 'report_text', 'run_check', 'main', 'plot_tflops']
 
 # %% ../nbs/11_flash_triton.ipynb #80630e88
 import os, sys, math, time, json, argparse, platform
@@ -33,6 +33,27 @@ try:
 except ImportError as e:
     triton = tl = _NoTriton()
     TRITON_ERROR = f"triton is not installed ({e}); `pip install triton` (Linux) to use this backend"
+
+# %% ../nbs/11_flash_triton.ipynb #28993a91
+@triton.jit
+def _loop_sum_kernel(X, Y, n, BLOCK: tl.constexpr):
+    "Y = the BLOCK-wide column sums of X[0:n]: a loop to a runtime bound `n`, as in the attention kernels."
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for start in range(0, n, BLOCK):                        # the bound `n` is a runtime scalar
+        acc += tl.load(X + start + tl.arange(0, BLOCK), mask=start + tl.arange(0, BLOCK) < n, other=0.0)
+    tl.store(Y + tl.arange(0, BLOCK), acc)
+
+_LOOP_ERROR: dict = {}                                      # the probe's answer, computed once per process
+
+def interpreter_loop_error() -> str|None:
+    "None if the interpreter runs a loop to a runtime bound with the installed triton and NumPy, else the error."
+    if "error" not in _LOOP_ERROR:
+        x, y = torch.arange(100.0), torch.zeros(16)
+        try:
+            _loop_sum_kernel[(1,)](x, y, 100, BLOCK=16)
+            _LOOP_ERROR["error"] = None if y.sum().item() == 4950 else f"wrong sum {y.sum().item():g} (expected 4950)"
+        except Exception as e: _LOOP_ERROR["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+    return _LOOP_ERROR["error"]
 
 # %% ../nbs/11_flash_triton.ipynb #035bf0f1
 @triton.jit
@@ -335,6 +356,11 @@ def triton_status(device: str|torch.device="cuda", # the device the tensors are 
     if device.type not in ("cpu", "cuda"):
         return False, f"device={device} is not supported: use cuda tensors, or cpu ones with TRITON_INTERPRET=1"
     if interpreting():
+        err = interpreter_loop_error()
+        if err is not None:
+            import numpy
+            return False, (f"the Triton {triton.__version__} interpreter fails on a loop to a runtime bound with NumPy "
+                           f"{numpy.__version__} ({err}); use triton 3.7 or newer, or NumPy older than 2.4")
         return True, f"Triton {triton.__version__} interpreter (TRITON_INTERPRET=1): exact but slow, for small tensors"
     if device.type == "cpu":
         return False, ("CPU tensors need the Triton interpreter: set TRITON_INTERPRET=1 before "
@@ -487,9 +513,21 @@ def _sdpa(backend):
 PROVIDERS = {"triton": lambda q, k, v, c: triton_flash_attention(q, k, v, is_causal=c),
              "sdpa_flash": _sdpa("flash"), "sdpa_cudnn": _sdpa("cudnn")}
 
+def _fmt(x) -> str:
+    "A rate for the tables: one decimal from 1 up, three significant digits below (CPU dry runs), n/a for None."
+    return "n/a" if x is None else f"{x:.1f}" if x >= 1 else f"{x:.3g}"
+
+def _row_line(row, providers) -> str:
+    "One benchmark row as a log line: TFLOP/s per provider, or why it has none."
+    def f(n): return _fmt(row[n + "_tflops"]) if row.get(n + "_tflops") else row.get(n + "_error", "n/a")
+    return f"D={row['D']} causal={row['causal']} N={row['N']} {row['mode']}: " + ", ".join(f"{n} {f(n)}" for n in providers)
+
 def benchmark(device, dtype=torch.bfloat16, head_dims=(64, 128), lengths=(1024, 2048, 4096, 8192, 16384),
               causals=(False, True), modes=("fwd", "fwd+bwd"), providers=tuple(PROVIDERS),
-              tokens=16384, width=2048) -> list[dict]:
+              tokens=16384, width=2048,
+              deadline: float|None=None, # time.time() after which nothing more is timed (those entries say "skipped")
+              log=None, # called with one line per finished row, so a run stopped early still shows what it measured
+             ) -> list[dict]:
     "Time every provider; one row per (D, causal, N, mode) with ms and TFLOP/s per provider (None: unsupported)."
     device, rows = torch.device(device), []
     for d in head_dims:
@@ -502,6 +540,9 @@ def benchmark(device, dtype=torch.bfloat16, head_dims=(64, 128), lengths=(1024, 
                 for mode in modes:
                     row = dict(D=d, causal=causal, N=n, mode=mode, B=b, H=h)
                     for name in providers:
+                        row[name] = row[name + "_tflops"] = None
+                        if deadline is not None and time.time() > deadline:
+                            row[name + "_error"] = "skipped: time budget spent"; continue
                         f = PROVIDERS[name]
                         try:
                             if mode == "fwd":
@@ -510,11 +551,11 @@ def benchmark(device, dtype=torch.bfloat16, head_dims=(64, 128), lengths=(1024, 
                                 qg, kg, vg = (x.clone().requires_grad_() for x in (q, k, v))
                                 ms = _time_ms(lambda: f(qg, kg, vg, causal).backward(do), device, (qg, kg, vg))
                         except Exception as e:                           # e.g. a backend that does not take these inputs
-                            row[name] = row[name + "_tflops"] = None; row[name + "_error"] = f"{type(e).__name__}: {str(e)[:80]}"
-                            continue
+                            row[name + "_error"] = f"{type(e).__name__}: {str(e)[:80]}"; continue
                         row[name] = ms
                         row[name + "_tflops"] = attention_flops(b, h, n, n, d, causal, mode) / (ms * 1e-3) / 1e12
                     rows.append(row)
+                    if log: log("  " + _row_line(row, providers))
     return rows
 
 # %% ../nbs/11_flash_triton.ipynb #3a685020
@@ -629,60 +670,91 @@ def goals(rows, matmul_tflops=None, memory=None) -> list[str]:
 def format_table(rows) -> str:
     "A markdown table of the benchmark rows: TFLOP/s per provider and the triton / SDPA FLASH ratio."
     head = "| D | causal | N | B×H | mode | triton | SDPA FLASH | SDPA cuDNN | triton / FLASH |\n|---|---|---|---|---|---|---|---|---|"
-    def f(x): return "n/a" if x is None else f"{x:.1f}" if x >= 1 else f"{x:.3g}"
     lines = [head]
     for r in rows:
         t, fl, cu = r.get("triton_tflops"), r.get("sdpa_flash_tflops"), r.get("sdpa_cudnn_tflops")
-        lines.append(f"| {r['D']} | {r['causal']} | {r['N']} | {r['B']}×{r['H']} | {r['mode']} | {f(t)} | {f(fl)} | {f(cu)} | "
+        lines.append(f"| {r['D']} | {r['causal']} | {r['N']} | {r['B']}×{r['H']} | {r['mode']} | {_fmt(t)} | {_fmt(fl)} | {_fmt(cu)} | "
                      + (f"{t / fl:.2f}" if t and fl else "n/a") + " |")
     return "\n".join(lines)
 
 # %% ../nbs/11_flash_triton.ipynb #b5833003
+def report_text(report: dict) -> str:
+    "The end of a check's output: goals with the measured values, errors if any, then the dated header and the table."
+    info, lines = report["versions"], ["goals (measured, not asserted):"] + ["  " + g for g in report.get("goals", [])]
+    if report.get("errors"): lines += ["errors:"] + [f"  {k}: {v}" for k, v in report["errors"].items()]
+    lines.append(f"\n{info['date']}, {info['device']}, torch {info['torch']}, triton {info['triton']}, cuDNN {info['cudnn']} "
+                 f"({report.get('seconds', 0):.0f} s); TFLOP/s:")
+    return "\n".join(lines + [format_table(report.get("bench", []))])
+
+def _save(report, json_path):
+    "Write the report as it stands, so a run stopped by a timeout keeps what it measured."
+    if json_path:
+        with open(json_path, "w") as f: json.dump(report, f, indent=1, default=str)
+
+def _step(report, name, fn, log):
+    "Run one step of the check; if it raises, log and record the error and go on with the next step."
+    try: return fn()
+    except Exception as e:
+        report.setdefault("errors", {})[name] = f"{type(e).__name__}: {str(e)[:300]}"
+        import traceback; log(f"{name} FAILED, continuing:\n{traceback.format_exc(limit=-4)}")
+
 def run_check(dry_run: bool=False, # CPU interpreter, tiny sizes: tests the script itself
-              tune_tiles: bool=True, budget_s: float=330, json_path: str|None=None, log=print) -> dict:
-    "The GPU check: versions, correctness, tuning, benchmark, goals, and the table printed last."
+              tune_tiles: bool=True,
+              budget_s: float=330, # seconds: tuning stops at 55% of it, the benchmark at 100%
+              json_path: str|None=None, log=print) -> dict:
+    "The GPU check: versions, correctness, tuning, matmul rate, memory, benchmark, goals, and the table printed last."
     t0 = time.time()
     device = torch.device("cuda" if torch.cuda.is_available() and not dry_run else "cpu")
     info = versions(); log("versions: " + ", ".join(f"{k}={v}" for k, v in info.items()))
     ok, why = triton_status(device); log(f"triton backend on {device}: {'available' if ok else 'UNAVAILABLE'} ({why})")
-    report = dict(versions=info, device=str(device), ok=False)
-    if not ok: return report
+    report = dict(versions=info, device=str(device), ok=False, budget_s=budget_s)
+    if not ok: _save(report, json_path); return report
     log("correctness (2x rule in float16/bfloat16, 1e-4 relative in float32):")
-    rows = check_correctness(device, correctness_cases(device, quick=dry_run), log)
+    rows = _step(report, "correctness", lambda: check_correctness(device, correctness_cases(device, quick=dry_run), log), log) or []
     if tune_tiles and device.type == "cuda":
         log("tuning tile sizes (bfloat16, N=4096):")
-        report["tuned"] = {str(k): v for k, v in tune(device, deadline=t0 + 0.55 * budget_s, log=log).items()}
-        rows += check_correctness(device, [(torch.bfloat16, d, n, n, c) for d in (64, 128) for c in (False, True) for n in (1023,)], log)
-    report["correctness_ok"] = all(r["ok"] for r in rows)
-    report["correctness"] = rows
+        tuned = _step(report, "tune", lambda: tune(device, deadline=t0 + 0.55 * budget_s, log=log), log) or {}
+        report["tuned"] = {str(k): v for k, v in tuned.items()}
+        again = [(torch.bfloat16, d, 1023, 1023, c) for d in (64, 128) for c in (False, True)]
+        rows += _step(report, "correctness of the tuned tiles", lambda: check_correctness(device, again, log), log) or []
+    report.update(correctness=rows, correctness_ok=bool(rows) and all(r["ok"] for r in rows) and not report.get("errors"))
     log(f"correctness: {sum(r['ok'] for r in rows)}/{len(rows)} checks within bounds ({time.time() - t0:.0f} s so far)")
+    _save(report, json_path)
     if device.type == "cuda":
-        bench = benchmark(device)
-        a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
-        matmul = 2 * 8192**3 / (_time_ms(lambda: a @ a, device) * 1e-3) / 1e12
-        memory = forward_memory(device)
+        def matmul_rate():
+            a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+            return 2 * 8192**3 / (_time_ms(lambda: a @ a, device) * 1e-3) / 1e12
+        matmul = _step(report, "matmul", matmul_rate, log)
+        if matmul: log(f"bfloat16 matmul 8192^3: {matmul:.0f} TFLOP/s")
+        memory = _step(report, "memory", lambda: forward_memory(device), log)
+        log("benchmark (TFLOP/s):")
+        bench = _step(report, "benchmark", lambda: benchmark(device, deadline=t0 + budget_s, log=log), log) or []
     else:                                                                # the same code on tiny CPU sizes
-        bench = benchmark(device, dtype=torch.float32, head_dims=(32,), lengths=(64,), tokens=64, width=32)
         matmul, memory = None, None
+        bench = _step(report, "benchmark", lambda: benchmark(device, dtype=torch.float32, head_dims=(32,), lengths=(64,),
+                                                             tokens=64, width=32, log=log), log) or []
     report.update(bench=bench, matmul_tflops=matmul, memory=memory, goals=goals(bench, matmul, memory),
-                  ok=report["correctness_ok"], seconds=time.time() - t0)
-    if matmul: log(f"bfloat16 matmul 8192^3: {matmul:.0f} TFLOP/s")
-    log("goals (measured, not asserted):"); [log("  " + g) for g in report["goals"]]
-    if json_path:
-        with open(json_path, "w") as f: json.dump(report, f, indent=1, default=str)
-    log(f"\n{info['date']}, {info['device']}, torch {info['torch']}, triton {info['triton']}, cuDNN {info['cudnn']} "
-        f"({time.time() - t0:.0f} s); TFLOP/s:\n" + format_table(bench))
+                  ok=report["correctness_ok"] and not report.get("errors"), seconds=time.time() - t0)
+    _save(report, json_path)
+    log(report_text(report))
     return report
 
 def main(argv=None) -> int:
-    "Command line: `python -m transformer_lit.flash_triton check [--dry-run] [--no-tune] [--budget S] [--json PATH]`."
+    "`python -m transformer_lit.flash_triton check [--dry-run] [--no-tune] [--budget S] [--json PATH]` or `... show PATH`."
     p = argparse.ArgumentParser(prog="python -m transformer_lit.flash_triton", description=main.__doc__)
-    p.add_argument("command", choices=["check"])
+    p.add_argument("command", choices=["check", "show"], help="check: run the check; show: print a saved report's table")
+    p.add_argument("path", nargs="?", help="show: the JSON report that `check --json` wrote")
     p.add_argument("--dry-run", action="store_true", help="CPU interpreter, tiny sizes (needs TRITON_INTERPRET=1)")
     p.add_argument("--no-tune", action="store_true", help="keep the default tile sizes")
-    p.add_argument("--budget", type=float, default=330, help="seconds; tuning stops at 55%% of it")
-    p.add_argument("--json", default=None, help="also write the report as JSON")
+    p.add_argument("--budget", type=float, default=330, help="seconds; tuning stops at 55%% of it, the benchmark at 100%%")
+    p.add_argument("--json", default=None, help="also write the report as JSON (rewritten after each step)")
     a = p.parse_args(argv)
+    if a.command == "show":
+        if not a.path: p.error("show needs the path of a JSON report")
+        with open(a.path) as f: report = json.load(f)
+        print(report_text(report))
+        return 0 if report.get("ok") else 1
+    if a.path: p.error(f"check takes no path (got {a.path!r}); use --json PATH to save the report")
     report = run_check(dry_run=a.dry_run, tune_tiles=not a.no_tune, budget_s=a.budget, json_path=a.json)
     return 0 if report["ok"] else 1
 
