@@ -8,7 +8,7 @@ from transformer_lit.blocks import (BLOCK_ACTIVATIONS, DecoderBlock, DecoderOnly
                                     make_norm)
 from transformer_lit.ffn import FeedForward, SwiGLU
 from transformer_lit.masks import causal_mask, combine_masks, from_torch_masks, padding_mask
-from transformer_lit.multihead import KVCache
+from transformer_lit.multihead import CrossKVCache, KVCache
 from transformer_lit.norm import LayerNorm, RMSNorm
 from transformer_lit.positional import RotaryEmbedding, alibi_bias
 
@@ -263,6 +263,10 @@ def test_decoder_block_cached_decoding_equals_full(name):
     out, cache = run_chunks(blk, x, [3, 1, 2, 1], memory=mem, memory_mask=mem_mask)
     assert len(cache) == 7
     torch.testing.assert_close(out, full, atol=1e-10, rtol=0)
+    mc = CrossKVCache()                                   # and with the memory's keys/values cached as well
+    out2, _ = run_chunks(blk, x, [3, 1, 2, 1], memory=mem, memory_mask=mem_mask, memory_cache=mc)
+    torch.testing.assert_close(out2, full, atol=1e-10, rtol=0)
+    assert len(mc) == 4 and blk(x[:, :2], torch.full_like(mem, float("nan")), memory_mask=mem_mask, memory_cache=mc).isfinite().all()
 
 
 def test_cache_with_explicit_mask_and_padding():
@@ -356,7 +360,7 @@ def test_bad_forward_input():
         EncoderBlock(D, H, FF)(torch.randn(3, D))
     with pytest.raises(TypeError, match="x must be a torch.Tensor, got list"):
         DecoderBlock(D, H, FF)([1.0], x)
-    with pytest.raises(TypeError, match="cache must be a KVCache or None, got dict"):
+    with pytest.raises(TypeError, match="cache must be a KVCache, a CrossKVCache or None, got dict"):
         gpt(x, cache={})
     with pytest.raises(ValueError, match=r"mask.shape=\(4, 4\) must be broadcastable to \(\.\.\., Lq, Lk\)=\(2, 4, 3, 3\)"):
         EncoderBlock(D, H, FF)(x, mask=causal_mask(4))

@@ -321,8 +321,10 @@ def test_seq2seq_cached_equals_uncached(kind):
     out = t.generate(src, 10, bos_id=1, greedy=True)
     memory, mm = t.encode(src)
     cache = t.new_cache()
-    stepped = torch.cat([t.decode(out[:, i:i + 1], memory, mm, cache=cache) for i in range(out.shape[1])], 1)
+    stepped = torch.cat([t.decode(out[:, i:i + 1], memory if i == 0 else torch.full_like(memory, float("nan")), mm, cache=cache)
+                         for i in range(out.shape[1])], 1)                  # after step 0 the memory is read from the cache
     torch.testing.assert_close(stepped, t.decode(out, memory, mm), rtol=0, atol=1e-10)
+    assert all(len(c) == 5 for c in cache.cross)
 
 def test_greedy_generation_follows_argmax():
     lm = lm64()
@@ -338,6 +340,11 @@ def test_cache_size_and_bytes():
     assert isinstance(c, DecoderCache) and len(c) == 0 and c.nbytes() == 0
     lm(torch.randint(0, 40, (3, 5)), cache=c)
     assert len(c) == 5 and c.nbytes() == 2 * 2 * 3 * 4 * 5 * 4 * 8     # 2·layers·B·H·T·D·8 bytes (float64)
+    t = s2s64()
+    c = t.new_cache()
+    memory, mm = t.encode(torch.randint(0, 40, (3, 6)))
+    t.decode(torch.ones(3, 2, dtype=torch.long), memory, mm, cache=c)
+    assert len(c) == 2 and c.nbytes() == 2 * 2 * 3 * 4 * (2 + 6) * 4 * 8  # self-attention T=2 plus the memory's S=6
 
 # ---------------------------------------------------------------- sampling
 def test_sample_next_greedy_topk_and_seed():

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 from hypothesis import given, strategies as st
 from transformer_lit.attention import scaled_dot_product_attention
-from transformer_lit.multihead import KVCache, MultiHeadAttention, attention_cost, merge_heads, split_heads
+from transformer_lit.multihead import CrossKVCache, KVCache, MultiHeadAttention, attention_cost, merge_heads, split_heads
 
 f64 = torch.float64
 
@@ -156,6 +156,26 @@ def test_cached_decoding_equals_full(use_rotary):
     close(torch.cat(steps, 1), full, 1e-12)
     assert len(cache) == 7 and cache.k.shape == (2, 4, 7, 4)
 
+@pytest.mark.parametrize("kdim", [None, 6])
+@pytest.mark.parametrize("rotary", [False, True])
+def test_cross_cache_projects_the_memory_once(kdim, rotary):
+    "A CrossKVCache is filled by the first call; later calls equal uncached ones without reading the memory or its projections."
+    torch.manual_seed(0)
+    rot = (lambda x, pos: x * (1 + pos.to(x.dtype))[:, None] / 4) if rotary else None
+    m = MultiHeadAttention(16, 4, kdim=kdim, vdim=kdim, rotary=rot).double().eval()
+    x, mem = rand(2, 5, 16), rand(2, 7, kdim or 16)
+    full = m(x, mem)
+    cache = CrossKVCache()
+    first = m(x[:, :2], mem, cache=cache)
+    assert len(cache) == 7 and cache.k.shape == cache.v.shape == (2, 4, 7, 4)
+    calls = []
+    hooks = [] if m.fused else [p.register_forward_hook(lambda *a: calls.append(1)) for p in (m.k_proj, m.v_proj)]
+    rest = m(x[:, 2:], torch.full_like(mem, float("nan")), cache=cache,     # NaN memory: any read would show
+             positions=torch.arange(2, 5))                                    # a cross cache does not count queries
+    for h in hooks: h.remove()
+    close(torch.cat([first, rest], 1), full, 1e-12)
+    assert calls == [] and len(cache) == 7
+
 def test_rotary_gets_positions_and_module_is_registered():
     seen = []
     class Rot(nn.Module):
@@ -238,7 +258,12 @@ def test_forward_errors():
     with E(TypeError, "key.dtype=torch.float64 must equal query.dtype=torch.float32"): m(x, x.double())
     with E(TypeError, "value.dtype=torch.float16 must equal query.dtype=torch.float32"): m(x, x, x.half())
     with E(ValueError, "value=None defaults to key, which needs kdim=3 to equal vdim=5: pass value"): cm(x, torch.randn(2, 4, 3))
-    with E(TypeError, "cache must be a KVCache or None, got dict"): m(x, cache={})
+    with E(TypeError, "cache must be a KVCache, a CrossKVCache or None, got dict"): m(x, cache={})
+    with E(ValueError, "a CrossKVCache holds a memory's keys and values: pass key (the memory), or use a KVCache for self-attention"):
+        m(x, cache=CrossKVCache())
+    mc = CrossKVCache(); m(x, torch.randn(2, 5, 8), cache=mc)
+    with E(ValueError, "key.shape[:2]=(2, 3) must equal the CrossKVCache's (batch, keys)=(2, 5): it holds the keys and values of one memory"):
+        m(x, torch.randn(2, 3, 8), cache=mc)
     with E(ValueError, "positions must be a tensor of shape (Lq,) or (B, Lq) with Lq=4, got (3,)"): m(x, positions=torch.arange(3))
     with E(ValueError, "positions must be a tensor of shape (Lq,) or (B, Lq) with Lq=4, got list"): m(x, positions=[0, 1, 2, 3])
     cache = KVCache(); m(x, cache=cache)

@@ -8,7 +8,7 @@ __all__ = ['BLOCK_ACTIVATIONS', 'make_norm', 'EncoderBlock', 'DecoderBlock', 'De
 # %% ../nbs/07_cross_attention.ipynb #1a7d3a0c
 import torch
 from torch import nn, Tensor
-from .multihead import KVCache, MultiHeadAttention
+from .multihead import CrossKVCache, KVCache, MultiHeadAttention
 from .norm import LayerNorm, RMSNorm, Residual
 from .ffn import ACTIVATIONS, make_ffn
 
@@ -100,6 +100,7 @@ class DecoderBlock(nn.Module):
                 attn_bias:Tensor|None=None, # float bias added to the self-attention scores
                 positions:Tensor|None=None, # positions for `rotary` (default len(cache) + 0..Lq-1)
                 cache:KVCache|None=None, # self-attention keys/values of earlier steps; appended to in place
+                memory_cache:CrossKVCache|None=None, # the memory's keys/values for the cross-attention: filled once, then reused
                 use_cache:bool=False, # return (out, cache), creating the cache if none was given
                ):
         "Returns `out` (B, Lq, d_model), or `(out, cache)` when `use_cache`."
@@ -107,7 +108,7 @@ class DecoderBlock(nn.Module):
         if memory.shape[0] != x.shape[0]: raise ValueError(f"memory.shape[0]={memory.shape[0]} must equal x.shape[0]={x.shape[0]} (batch)")
         if use_cache and cache is None: cache = KVCache()
         x = self.self_attn(x, mask=self_mask, is_causal=is_causal, attn_bias=attn_bias, positions=positions, cache=cache)
-        x = self.cross_attn(x, memory, mask=memory_mask)   # queries from x, keys and values from the memory
+        x = self.cross_attn(x, memory, mask=memory_mask, cache=memory_cache)  # queries from x, keys and values from the memory
         x = self.ffn(x)
         return (x, cache) if use_cache else x
 

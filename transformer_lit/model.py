@@ -11,7 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 from .attention import check_backend, check_dropout
-from .multihead import KVCache
+from .multihead import CrossKVCache, KVCache
 from .blocks import BLOCK_ACTIVATIONS, DecoderBlock, DecoderOnlyBlock, EncoderBlock, make_norm
 from .masks import causal_mask
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEmbedding, alibi_bias
@@ -159,14 +159,15 @@ class Positions(nn.Module):
 
 # %% ../nbs/08_transformer.ipynb #6ef6782f
 class DecoderCache:
-    "Explicit decoding state: one `KVCache` (keys and values, (B, H, T, D) each) per decoder layer."
-    def __init__(self, n_layers: int): # one cache per block
+    "Explicit decoding state per decoder layer: a `KVCache` for the self-attention and a `CrossKVCache` for the memory."
+    def __init__(self, n_layers: int): # one pair of caches per block
         _pos_int("n_layers", n_layers)
-        self.layers = [KVCache() for _ in range(n_layers)]
+        self.layers = [KVCache() for _ in range(n_layers)]            # self-attention: grows by the new tokens
+        self.cross = [CrossKVCache() for _ in range(n_layers)]        # cross-attention: the memory's, set once
     def __len__(self): return len(self.layers[0])          # tokens seen so far
     def nbytes(self) -> int:
         "Memory held by all cached keys and values."
-        return sum(t.numel() * t.element_size() for c in self.layers if c.k is not None for t in (c.k, c.v))
+        return sum(t.numel() * t.element_size() for c in self.layers + self.cross if c.k is not None for t in (c.k, c.v))
 
 def _check_cache(cache, n_layers):
     if cache is None: return 0
@@ -248,11 +249,12 @@ class TransformerStack(nn.Module):
                memory_mask: Tensor|None=None, # cross-attention mask, e.g. source padding (B, 1, 1, S)
                tgt_is_causal: bool=True, # causal self-attention (bottom-right over a cache)
                attn_bias: Tensor|None=None, # float bias added to the self-attention scores
-               cache: DecoderCache|None=None, # self-attention keys/values of earlier steps
+               cache: DecoderCache|None=None, # earlier steps' self-attention keys/values and the memory's (one memory per cache)
               ) -> Tensor: # (B, T, d_model)
         for i, block in enumerate(self.decoder):
             tgt = block(tgt, memory, self_mask=tgt_mask, memory_mask=memory_mask, is_causal=tgt_is_causal,
-                        attn_bias=attn_bias, cache=None if cache is None else cache.layers[i])
+                        attn_bias=attn_bias, cache=None if cache is None else cache.layers[i],
+                        memory_cache=None if cache is None else cache.cross[i])
         return self.decoder_norm(tgt)
 
     def forward(self, src: Tensor, tgt: Tensor, # (B, S, d_model), (B, T, d_model)
@@ -430,7 +432,7 @@ def _seq2seq_generate(self, src: Tensor, # (B, S) source ids
                       generator: torch.Generator|None=None, use_cache: bool=True,
                       src_keep: Tensor|None=None, # bool (B, S), True on real source tokens
                      ) -> Tensor: # (B, 1 + max_new_tokens), starting with bos_id
-    "Encode once, then decode token by token (cached self-attention keys/values when `use_cache`)."
+    "Encode once, then decode token by token (with `use_cache`: cached self-attention and memory keys/values)."
     _check_steps(max_new_tokens)
     if isinstance(bos_id, bool) or not isinstance(bos_id, int) or not 0 <= bos_id < self.config.vocab_size:
         raise ValueError(f"bos_id={bos_id!r} must be an int in [0, vocab_size={self.config.vocab_size})")

@@ -10,7 +10,7 @@ from torch import nn
 from .attention import attend, check_backend, check_dropout, check_mask, scaled_dot_product_attention
 
 # %% auto #0
-__all__ = ['split_heads', 'merge_heads', 'check_positive_int', 'attention_cost', 'KVCache', 'MultiHeadAttention']
+__all__ = ['split_heads', 'merge_heads', 'check_positive_int', 'attention_cost', 'KVCache', 'CrossKVCache', 'MultiHeadAttention']
 
 # %% ../nbs/01_multihead.ipynb #60757fbb
 def split_heads(x: torch.Tensor, # (B, T, H*D)
@@ -68,6 +68,11 @@ class KVCache:
         self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)  # (B, H, T+t, Dv)
         return self.k, self.v
 
+class CrossKVCache:
+    "The keys and values of one fixed memory (an encoder output), (B, H, S, D) each: set by the first call, then reused."
+    def __init__(self): self.k = self.v = None
+    def __len__(self): return 0 if self.k is None else self.k.shape[-2]
+
 # %% ../nbs/01_multihead.ipynb #e409bdfb
 class MultiHeadAttention(nn.Module):
     "Multi-head attention, batch-first, with a fused QKV projection and a choice of attention backend."
@@ -116,7 +121,14 @@ def _project_qkv(self, query, key=None, value=None):
     else: q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)
     return split_heads(q, H), split_heads(k, H), split_heads(v, H)  # 3 x (B, H, T, D)
 
-MultiHeadAttention.project_qkv = _project_qkv
+def _project_q(self, query):
+    "Project only the queries, (B, H, Lq, D): what a call needs when the keys and values are cached."
+    if self.fused:
+        w, b = self.in_proj.weight[:self.d_model], None if self.in_proj.bias is None else self.in_proj.bias[:self.d_model]
+        return split_heads(F.linear(query, w, b), self.n_heads)     # the W_Q rows of the fused weight
+    return split_heads(self.q_proj(query), self.n_heads)
+
+MultiHeadAttention.project_qkv, MultiHeadAttention.project_q = _project_qkv, _project_q
 
 # %% ../nbs/01_multihead.ipynb #61b19b5d
 def _check_inputs(self, query, key, value, mask, attn_bias):
@@ -152,21 +164,31 @@ def _forward(self, query: torch.Tensor, # (B, Lq, d_model)
              need_weights: bool=False, # also return the per-head weights (B, H, Lq, Lk); runs the math backend
              attn_bias: torch.Tensor|None=None, # float added to the scores (ALiBi, relative bias), broadcastable to (B, H, Lq, Lk)
              positions: torch.Tensor|None=None, # positions for `rotary`; default len(cache) + arange(Lq)
-             cache: KVCache|None=None, # explicit cache: new keys/values are appended and all of them attended
+             cache: KVCache|CrossKVCache|None=None, # KVCache: new keys/values appended, all attended; CrossKVCache: the memory's, projected once
             ):
     "Attend from `query` to `key`/`value`; returns `out` (B, Lq, d_model), or `(out, weights)`."
     self._check_inputs(query, key, value, mask, attn_bias)
-    if cache is not None and not isinstance(cache, KVCache): raise TypeError(f"cache must be a KVCache or None, got {type(cache).__name__}")
+    if cache is not None and not isinstance(cache, (KVCache, CrossKVCache)):
+        raise TypeError(f"cache must be a KVCache, a CrossKVCache or None, got {type(cache).__name__}")
+    reuse = isinstance(cache, CrossKVCache) and len(cache) > 0      # the memory's keys/values are cached already
+    if isinstance(cache, CrossKVCache) and key is None:
+        raise ValueError("a CrossKVCache holds a memory's keys and values: pass key (the memory), or use a KVCache for self-attention")
+    if reuse and tuple(key.shape[:2]) != (cache.k.shape[0], len(cache)):
+        raise ValueError(f"key.shape[:2]={tuple(key.shape[:2])} must equal the CrossKVCache's (batch, keys)="
+                         f"{(cache.k.shape[0], len(cache))}: it holds the keys and values of one memory")
     if positions is not None and not (isinstance(positions, torch.Tensor) and positions.dim() in (1, 2) and positions.shape[-1] == query.shape[1]):
         raise ValueError(f"positions must be a tensor of shape (Lq,) or (B, Lq) with Lq={query.shape[1]}, got "
                          f"{tuple(positions.shape) if isinstance(positions, torch.Tensor) else type(positions).__name__}")
-    q, k, v = self.project_qkv(query, key, value)                   # (B, H, Lq, D), (B, H, Lk, D), (B, H, Lk, Dv)
-    past = 0 if cache is None else len(cache)
+    if reuse: q, k, v = self.project_q(query), cache.k, cache.v      # the memory is not read again
+    else: q, k, v = self.project_qkv(query, key, value)             # (B, H, Lq, D), (B, H, Lk, D), (B, H, Lk, Dv)
+    past = len(cache) if isinstance(cache, KVCache) else 0
     if self.rotary is not None:
         q_pos = positions if positions is not None else torch.arange(past, past + q.shape[-2], device=q.device)
         k_pos = q_pos if key is None else torch.arange(past, past + k.shape[-2], device=k.device)
-        q, k = self.rotary(q, q_pos), self.rotary(k, k_pos)        # (B, H, T, D) each
-    if cache is not None: k, v = cache.append(k, v)                 # (B, H, past + Lk, D)
+        q = self.rotary(q, q_pos)                                    # (B, H, Lq, D)
+        if not reuse: k = self.rotary(k, k_pos)                      # (B, H, Lk, D); cached keys are rotated already
+    if isinstance(cache, KVCache): k, v = cache.append(k, v)        # (B, H, past + Lk, D)
+    elif cache is not None and not reuse: cache.k, cache.v = k, v   # the first call fills the CrossKVCache
     Lq, Lk = q.shape[-2], k.shape[-2]
     check_mask(mask, (q.shape[0], self.n_heads, Lq, Lk), is_causal)
     if is_causal and (past or attn_bias is not None):              # an explicit mask; with a cache it is bottom-right
