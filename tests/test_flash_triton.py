@@ -282,6 +282,31 @@ def test_interpreter_loop_trap_is_reported(monkeypatch):
         ft.triton_flash_attention(q, q, q)
     assert attend(q, q, q).backend != "triton" and not ft.triton_supports(q, q, q, None, False, 0.0)
 
+
+# -- compiled for Hopper without a GPU (Triton's ahead-of-time path) -----------------------------------
+
+@pytest.mark.skipif(ft.TRITON_ERROR is not None, reason="needs triton")
+def test_kernels_compile_for_hopper():
+    "The default tiles compile to sm_90a code with wgmma (16-bit), no spills and shared memory within the 227 KiB limit."
+    cases = [("fwd", torch.bfloat16, 128, True, None), ("bwd_dkdv", torch.bfloat16, 128, True, None),
+             ("bwd_dq", torch.float16, 64, False, None), ("fwd", torch.float32, 40, False, None)]
+    rows = ft.compile_report(cases)
+    assert [(r["kernel"], r["dtype"], r["D"], r["causal"]) for r in rows] == [
+        ("fwd", "bf16", 128, True), ("bwd_dkdv", "bf16", 128, True), ("bwd_dq", "fp16", 64, False), ("fwd", "fp32", 40, False)]
+    for r in rows:
+        assert r["target"] == "sm_90a" and r["spill_bytes"] == 0 and 0 < r["registers"] <= 255, r
+        assert 0 < r["shared_bytes"] <= ft.SM90_MAX_SHARED, r
+    assert all(r["wgmma"] > 0 for r in rows[:3]) and rows[3]["wgmma"] == 0      # float32 uses ieee FMA, no tensor cores
+    assert (rows[0]["BLOCK_M"], rows[0]["BLOCK_N"], rows[0]["num_warps"]) == (128, 64, 8)  # block_config's GPU choice
+    table = ft.compile_table(rows).splitlines()
+    assert len(table) == 6 and table[2].startswith("| fwd | bf16 | 128 | True | 128×64 | 8 | 3 | yes |")
+
+
+def test_compile_kernel_refuses_interpreted_kernels(monkeypatch):
+    monkeypatch.setattr(ft, "interpreting", lambda: True)
+    with pytest.raises(RuntimeError, match=r"^the kernels are interpreted here: compile in a process started with TRITON_INTERPRET=0$"):
+        ft.compile_kernel("fwd", torch.float16, 64)
+
 # -- the GPU check script, in dry-run mode --------------------------------------------------------------
 
 @needs_triton

@@ -4,11 +4,12 @@
 
 # %% auto #0
 __all__ = ['LOG2E', 'SUPPORTED_DTYPES', 'MAX_HEAD_DIM', 'TUNED_CONFIGS', 'PROVIDERS', 'FWD_CANDIDATES', 'BWD_CANDIDATES',
-           'interpreter_loop_error', 'interpreting', 'block_config', 'triton_flash_forward', 'triton_flash_backward',
-           'triton_status', 'check_triton_inputs', 'TritonFlashAttentionFunction', 'triton_flash_attention',
-           'reference_attention', 'compare_with_reference', 'tile_phases', 'triton_supports', 'triton_backend',
-           'benchmark', 'tune', 'versions', 'correctness_cases', 'check_correctness', 'forward_memory', 'goals',
-           'format_table', 'report_text', 'run_check', 'main', 'plot_tflops']
+           'SM90_MAX_SHARED', 'interpreter_loop_error', 'interpreting', 'block_config', 'triton_flash_forward',
+           'triton_flash_backward', 'triton_status', 'check_triton_inputs', 'TritonFlashAttentionFunction',
+           'triton_flash_attention', 'reference_attention', 'compare_with_reference', 'tile_phases', 'triton_supports',
+           'triton_backend', 'benchmark', 'tune', 'versions', 'correctness_cases', 'check_correctness',
+           'forward_memory', 'goals', 'format_table', 'report_text', 'run_check', 'main', 'compile_kernel',
+           'hopper_cases', 'compile_report', 'compile_table', 'plot_tflops']
 
 # %% ../nbs/11_flash_triton.ipynb #80630e88
 import os, sys, math, time, json, argparse, platform
@@ -297,8 +298,8 @@ def block_config(kind: str, # "fwd" or "bwd"
     key = (kind, head_dim, dtype, bool(is_causal))
     if key in TUNED_CONFIGS: return dict(TUNED_CONFIGS[key])
     if dtype == torch.float32:
-        return (dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2) if kind == "fwd" else
-                dict(BLOCK_M1=32, BLOCK_N1=64, BLOCK_M2=64, BLOCK_N2=32, num_warps=4, num_stages=2))
+        return (dict(BLOCK_M=32, BLOCK_N=32, num_warps=8, num_stages=2) if kind == "fwd" else
+                dict(BLOCK_M1=32, BLOCK_N1=32, BLOCK_M2=32, BLOCK_N2=32, num_warps=8, num_stages=2))
     if kind == "fwd": return dict(BLOCK_M=128, BLOCK_N=64, num_warps=8 if head_dim > 64 else 4, num_stages=3)
     return dict(BLOCK_M1=32, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=32, num_warps=8, num_stages=3)
 
@@ -563,7 +564,6 @@ FWD_CANDIDATES = [dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=3), dict
                   dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3), dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3),
                   dict(BLOCK_M=128, BLOCK_N=32, num_warps=4, num_stages=4), dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=4)]
 BWD_CANDIDATES = [dict(BLOCK_M1=32, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=32, num_warps=8, num_stages=3),
-                  dict(BLOCK_M1=32, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=32, num_warps=4, num_stages=3),
                   dict(BLOCK_M1=64, BLOCK_N1=64, BLOCK_M2=64, BLOCK_N2=64, num_warps=4, num_stages=3),
                   dict(BLOCK_M1=32, BLOCK_N1=64, BLOCK_M2=64, BLOCK_N2=32, num_warps=4, num_stages=4)]
 
@@ -759,6 +759,94 @@ def main(argv=None) -> int:
     return 0 if report["ok"] else 1
 
 if __name__ == "__main__" and sys.argv[0].endswith("flash_triton.py"): sys.exit(main())  # `python -m`, not a notebook
+
+# %% ../nbs/11_flash_triton.ipynb #516bbc0a
+SM90_MAX_SHARED = 232448          # bytes of shared memory one block may use on compute capability 9.0 (227 KiB)
+_KERNELS = {"fwd": "_attn_fwd", "bwd_dkdv": "_attn_bwd_dkdv", "bwd_dq": "_attn_bwd_dq"}
+
+def _tool(name):
+    "Path of a CUDA tool that ships inside the triton wheel (ptxas, cuobjdump)."
+    from pathlib import Path
+    try: return getattr(triton.knobs.nvidia, name).path
+    except AttributeError: return str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name)
+
+def compile_kernel(kind: str, # "fwd", "bwd_dkdv" or "bwd_dq"
+                   dtype: torch.dtype, head_dim: int, is_causal: bool=False,
+                   config: dict|None=None, # tile sizes as in `block_config` (default: its GPU choice)
+                   arch: int=90, # compute capability x 10: 90 is Hopper (H100, H200)
+                  ) -> dict:
+    "Compile one kernel for a CUDA GPU without needing one (Triton's ahead-of-time path); return its resource usage."
+    if interpreting(): raise RuntimeError("the kernels are interpreted here: compile in a process started with TRITON_INTERPRET=0")
+    import re, subprocess, tempfile
+    from triton.backends.compiler import GPUTarget
+    fn = globals()[_KERNELS[kind]]
+    cfg = config or block_config("bwd" if kind.startswith("bwd") else "fwd", head_dim, dtype, is_causal, interpret=False)
+    bm, bn = {"fwd": ("BLOCK_M", "BLOCK_N"), "bwd_dkdv": ("BLOCK_M1", "BLOCK_N1"), "bwd_dq": ("BLOCK_M2", "BLOCK_N2")}[kind]
+    consts = dict(IS_CAUSAL=bool(is_causal), HEAD_DIM=head_dim, BLOCK_D=_bd(head_dim), BLOCK_M=cfg[bm], BLOCK_N=cfg[bn],
+                  PRECISION=_precision(dtype))
+    ty = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}[dtype]
+    def arg_type(n):                                                 # Triton's signature strings
+        if n in consts: return "constexpr"
+        if n in ("H", "N_Q", "N_K") or n.startswith("stride"): return "i32"
+        if "scale" in n: return "fp32"
+        return "*fp32" if n in ("LSE", "DELTA") else f"*{ty}"        # LSE, DELTA float32; Q, K, V, O, dO, dQ, dK, dV
+    sig = {n: arg_type(n) for n in fn.arg_names}
+    # what a launch on contiguous tensors specialises on: 16-byte aligned pointers, strides divisible by 16
+    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names) if sig[n][0] == "*" or n.startswith("stride")}
+    t0 = time.time()
+    k = triton.compile(triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
+                       target=GPUTarget("cuda", arch, 32), options=dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))
+    seconds = time.time() - t0
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:        # the binary that would run, as the driver gets it
+        f.write(k.asm["cubin"]); f.flush()
+        usage = subprocess.run([_tool("cuobjdump"), "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
+    res = dict(re.findall(r"(REG|STACK|LOCAL):(\d+)", usage))
+    ptx = k.asm["ptx"]
+    return dict(kernel=kind, dtype=ty, D=head_dim, causal=bool(is_causal), default=config is None, BLOCK_M=cfg[bm], BLOCK_N=cfg[bn],
+                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], target=re.search(r"\.target (\w+)", ptx).group(1),
+                registers=int(res["REG"]), local_bytes=int(res["LOCAL"]), stack_bytes=int(res["STACK"]),
+                spill_bytes=int(res["LOCAL"]) + int(res["STACK"]),  # no local arrays or calls here: a stack frame is spilled registers
+                shared_bytes=k.metadata.shared, wgmma=ptx.count("wgmma.mma_async"), mma_sync=ptx.count("mma.sync"),
+                compile_s=round(seconds, 2))
+
+def hopper_cases(candidates: bool=False, # also every tuning candidate (FWD_CANDIDATES, BWD_CANDIDATES)
+                ) -> list[tuple]:
+    "(kind, dtype, D, causal, config) for bfloat16 and float16, D in {64, 128}, causal and not: the benchmark's kernels."
+    cases = []
+    for dt in (torch.bfloat16, torch.float16):
+        for d in (64, 128):
+            for c in (False, True):
+                cases += [(kind, dt, d, c, None) for kind in _KERNELS]
+                if candidates and dt == torch.bfloat16:
+                    cases += [("fwd", dt, d, c, cfg) for cfg in FWD_CANDIDATES]
+                    cases += [(kind, dt, d, c, cfg) for cfg in BWD_CANDIDATES for kind in ("bwd_dkdv", "bwd_dq")]
+    return cases
+
+def compile_report(cases: list[tuple], # (kind, dtype, D, causal, config or None), e.g. from `hopper_cases`
+                   arch: int=90) -> list[dict]:
+    "`compile_kernel` for every case; in a child process with TRITON_INTERPRET=0 when this one interprets the kernels."
+    if not interpreting() and TRITON_ERROR is None: return [compile_kernel(*c, arch=arch) for c in cases]
+    import shutil, subprocess, tempfile
+    todo = json.dumps([[k, str(dt)[6:], d, c, cfg] for k, dt, d, c, cfg in cases])
+    code = ("import json, sys, torch; import transformer_lit.flash_triton as ft; "
+            f"rows = [ft.compile_kernel(k, getattr(torch, dt), d, c, cfg, arch={int(arch)}) for k, dt, d, c, cfg in json.loads(sys.stdin.read())]; "
+            "print(json.dumps(rows))")
+    cache = tempfile.mkdtemp(prefix="triton-aot-")                  # an empty cache: every kernel really compiles
+    try: r = subprocess.run([sys.executable, "-c", code], input=todo, capture_output=True, text=True,
+                            env={**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": cache})
+    finally: shutil.rmtree(cache, ignore_errors=True)
+    if r.returncode: raise RuntimeError(f"compiling in a child process failed:\n{r.stderr[-2000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+def compile_table(rows) -> str:
+    "A markdown table of `compile_kernel` results."
+    lines = ["| kernel | dtype | D | causal | tiles (M×N) | warps | stages | default | registers | spilled bytes | shared KiB | wgmma |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['kernel']} | {r['dtype']} | {r['D']} | {r['causal']} | {r['BLOCK_M']}×{r['BLOCK_N']} | {r['num_warps']} | "
+                     f"{r['num_stages']} | {'yes' if r['default'] else ''} | {r['registers']} | {r['spill_bytes']} | "
+                     f"{r['shared_bytes'] / 1024:.0f} | {r['wgmma']} |")
+    return "\n".join(lines)
 
 # %% ../nbs/11_flash_triton.ipynb #0b791809
 def plot_tflops(rows, title=""):
