@@ -268,3 +268,24 @@ def test_bad_inputs():
     with E(ValueError, "name='auto' must be a non-empty string other than 'auto'"): register_backend("auto", sdpa)
     with E(TypeError, "fn=3 must be callable"): register_backend("x", 3)
     with E(ValueError, "name='nope' is not a registered backend"): unregister_backend("nope")
+
+
+# ---------------------------------------------------------------- check_int, the integer check of every chapter
+def test_check_int_rules_and_messages():
+    import numpy as np
+    from transformer_lit.attention import check_int
+    assert check_int("n", 3) == 3 and type(check_int("n", np.int64(3))) is int
+    assert check_int("n", 0, minimum=0) == 0 and check_int("n", None, allow_none=True) is None
+    assert check_int("n", 26, 1, 26) == 26 and check_int("d", 8, even=True) == 8
+    cases = [(dict(value=True), TypeError, "n=True must be a positive int"),
+             (dict(value=2.0), TypeError, "n=2.0 must be a positive int"),
+             (dict(value="4"), TypeError, "n='4' must be a positive int"),
+             (dict(value=None), TypeError, "n=None must be a positive int"),
+             (dict(value=0), ValueError, "n=0 must be a positive int"),
+             (dict(value=-1, minimum=0), ValueError, "n=-1 must be an int >= 0"),
+             (dict(value=27, minimum=1, maximum=26), ValueError, "n=27 must be an int in [1, 26]"),
+             (dict(value=7, even=True), ValueError, "n=7 must be a positive even int"),
+             (dict(value=0, allow_none=True), ValueError, "n=0 must be a positive int or None"),
+             (dict(value=1.5, allow_none=True), TypeError, "n=1.5 must be a positive int or None")]
+    for kw, err, msg in cases:
+        with pytest.raises(err, match=f"^{re.escape(msg)}$"): check_int("n", **kw)

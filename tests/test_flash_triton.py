@@ -302,6 +302,14 @@ def test_kernels_compile_for_hopper():
     assert len(table) == 6 and table[2].startswith("| fwd | bf16 | 128 | True | 128×64 | 8 | 3 | yes |")
 
 
+@pytest.mark.skipif(ft.TRITON_ERROR is not None, reason="needs triton")
+def test_kernels_compile_for_ampere():
+    "Compute capability 8.0 is supported too: sm_80 code with mma.sync (no wgmma), within 163 KiB of shared memory."
+    (r,) = ft.compile_report([("bwd_dq", torch.bfloat16, 128, True, None)], arch=80)
+    assert r["target"] == "sm_80" and r["wgmma"] == 0 and r["mma_sync"] > 0 and r["spill_bytes"] == 0, r
+    assert r["shared_bytes"] <= 163 * 1024
+
+
 def test_compile_kernel_refuses_interpreted_kernels(monkeypatch):
     monkeypatch.setattr(ft, "interpreting", lambda: True)
     with pytest.raises(RuntimeError, match=r"^the kernels are interpreted here: compile in a process started with TRITON_INTERPRET=0$"):

@@ -77,11 +77,11 @@ def test_generate_square_subsequent_mask_is_the_additive_form():
 
 
 @pytest.mark.parametrize("call,exc,msg", [
-    (lambda: causal_mask(-1), ValueError, "q_len=-1 must be >= 0"),
-    (lambda: causal_mask(3, -2), ValueError, "k_len=-2 must be >= 0"),
-    (lambda: causal_mask(2.0), TypeError, "q_len=2.0 must be an int"),
-    (lambda: causal_mask(True), TypeError, "q_len=True must be an int"),
-    (lambda: causal_mask(3, "4"), TypeError, "k_len='4' must be an int"),
+    (lambda: causal_mask(-1), ValueError, "q_len=-1 must be an int >= 0"),
+    (lambda: causal_mask(3, -2), ValueError, "k_len=-2 must be an int >= 0"),
+    (lambda: causal_mask(2.0), TypeError, "q_len=2.0 must be an int >= 0"),
+    (lambda: causal_mask(True), TypeError, "q_len=True must be an int >= 0"),
+    (lambda: causal_mask(3, "4"), TypeError, "k_len='4' must be an int >= 0"),
     (lambda: causal_mask(3, align="left"), ValueError, "align='left' must be one of ('top-left', 'bottom-right')"),
     (lambda: causal_mask(3, align="bottom-left"), ValueError, "align='bottom-left' must be one of"),
 ])
@@ -113,8 +113,8 @@ def test_padding_mask_counts(lengths, extra):
     (lambda: padding_mask(torch.tensor([[1, 2]])), ValueError, r"lengths has shape \(1, 2\); it must be 1-D \(B,\)"),
     (lambda: padding_mask([2.5, 1.0]), TypeError, "lengths has dtype torch.float32; it must hold integers"),
     (lambda: padding_mask(torch.tensor([True])), TypeError, "lengths has dtype torch.bool; it must hold integers"),
-    (lambda: padding_mask([1, 2], max_len=-1), ValueError, "max_len=-1 must be >= 0"),
-    (lambda: padding_mask([1, 2], max_len=3.0), TypeError, "max_len=3.0 must be an int"),
+    (lambda: padding_mask([1, 2], max_len=-1), ValueError, "max_len=-1 must be an int >= 0"),
+    (lambda: padding_mask([1, 2], max_len=3.0), TypeError, "max_len=3.0 must be an int >= 0"),
     (lambda: padding_mask(5), TypeError, "lengths must be a 1-D integer tensor or a list of ints, got int"),
 ])
 def test_padding_mask_bad_input(call, exc, msg):

@@ -385,7 +385,6 @@ def test_sample_next_bad_arguments(kw, msg):
 @pytest.mark.parametrize("kw,msg", [
     (dict(vocab_size=0), "vocab_size=0 must be a positive int"),
     (dict(vocab_size=10, d_model=10, n_heads=3), "d_model=10 must be divisible by n_heads=3"),
-    (dict(vocab_size=10, n_layers=True), "n_layers=True must be a positive int"),
     (dict(vocab_size=10, d_ff=0), "d_ff=0 must be a positive int or None"),
     (dict(vocab_size=10, dropout=1.0), "dropout=1.0 must be a number in [0, 1)"),
     (dict(vocab_size=10, positional="relative"), "positional='relative' must be one of ('sinusoidal', 'learned', 'rope', 'alibi', 'none')"),
@@ -397,6 +396,10 @@ def test_sample_next_bad_arguments(kw, msg):
     (dict(vocab_size=10, max_len=0), "max_len=0 must be a positive int")])
 def test_config_rejects_bad_values(kw, msg):
     with pytest.raises(ValueError, match=re.escape(msg)): TransformerConfig(**kw)
+
+def test_config_rejects_non_int_sizes():
+    with pytest.raises(TypeError, match=re.escape("n_layers=True must be a positive int")): TransformerConfig(vocab_size=10, n_layers=True)
+    with pytest.raises(TypeError, match=re.escape("d_ff=2.5 must be a positive int or None")): TransformerConfig(vocab_size=10, d_ff=2.5)
 
 @pytest.mark.parametrize("name", ["norm_first", "tie_embeddings", "bias", "final_norm", "scale_embeddings"])
 def test_config_rejects_non_bool_switches(name):

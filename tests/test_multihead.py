@@ -234,7 +234,7 @@ def E(exc, msg): return pytest.raises(exc, match="^" + re.escape(msg))
 def test_constructor_errors():
     with E(ValueError, "d_model=10 must be divisible by n_heads=3"): MultiHeadAttention(10, 3)
     with E(ValueError, "d_model=0 must be a positive int"): MultiHeadAttention(0, 1)
-    with E(ValueError, "n_heads=2.0 must be a positive int"): MultiHeadAttention(8, 2.0)
+    with E(TypeError, "n_heads=2.0 must be a positive int"): MultiHeadAttention(8, 2.0)
     with E(ValueError, "kdim=-1 must be a positive int or None"): MultiHeadAttention(8, 2, kdim=-1)
     for p in (-0.5, 1.0):
         with E(ValueError, f"dropout={p} must be a number in [0, 1)"): MultiHeadAttention(8, 2, dropout=p)

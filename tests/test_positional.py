@@ -66,19 +66,19 @@ def test_rotation_matrix_group_law(d, a, b):
 
 
 @pytest.mark.parametrize("call,exc,msg", [
-    (lambda: sinusoidal_encoding(4, 7), ValueError, "d_model=7 must be even (dimensions are used in pairs)"),
-    (lambda: sinusoidal_encoding(4, 0), ValueError, "d_model=0 must be >= 1"),
-    (lambda: sinusoidal_encoding(-1, 4), ValueError, "n_positions=-1 must be >= 0"),
-    (lambda: sinusoidal_encoding(4.0, 4), TypeError, "n_positions=4.0 must be an int"),
-    (lambda: sinusoidal_encoding(4, True), TypeError, "d_model=True must be an int"),
+    (lambda: sinusoidal_encoding(4, 7), ValueError, "d_model=7 must be a positive even int"),
+    (lambda: sinusoidal_encoding(4, 0), ValueError, "d_model=0 must be a positive even int"),
+    (lambda: sinusoidal_encoding(-1, 4), ValueError, "n_positions=-1 must be an int >= 0"),
+    (lambda: sinusoidal_encoding(4.0, 4), TypeError, "n_positions=4.0 must be an int >= 0"),
+    (lambda: sinusoidal_encoding(4, True), TypeError, "d_model=True must be a positive even int"),
     (lambda: sinusoidal_encoding(4, 4, base=1.0), ValueError, "base=1.0 must be a number > 1"),
-    (lambda: sinusoidal_frequencies(5), ValueError, "d=5 must be even"),
-    (lambda: SinusoidalPositionalEmbedding(9), ValueError, "d_model=9 must be even"),
+    (lambda: sinusoidal_frequencies(5), ValueError, "d=5 must be a positive even int"),
+    (lambda: SinusoidalPositionalEmbedding(9), ValueError, "d_model=9 must be a positive even int"),
     (lambda: SinusoidalPositionalEmbedding(8)(torch.zeros(2, 3, 6)), ValueError, "x.shape=(2, 3, 6) must be (B, T, 8)"),
     (lambda: SinusoidalPositionalEmbedding(8)(torch.zeros(3, 8)), ValueError, "x.shape=(3, 8) must be (B, T, 8)"),
     (lambda: SinusoidalPositionalEmbedding(8)(torch.zeros(1, 3, 8, dtype=torch.long)), TypeError,
      "x must be a floating-point tensor"),
-    (lambda: SinusoidalPositionalEmbedding(8)(torch.zeros(1, 3, 8), offset=-1), ValueError, "offset=-1 must be >= 0"),
+    (lambda: SinusoidalPositionalEmbedding(8)(torch.zeros(1, 3, 8), offset=-1), ValueError, "offset=-1 must be an int >= 0"),
 ])
 def test_sinusoidal_bad_inputs(call, exc, msg):
     with pytest.raises(exc, match=msg.replace('(', r'\(').replace(')', r'\)')):
@@ -109,7 +109,7 @@ def test_learned_table_rows_offset_and_gradients():
      "positions up to 10 need a table longer than max_len=10: a learned table has no rows past its length"),
     (lambda m: m(torch.zeros(1, 2, 4), offset=9), ValueError, "positions up to 10 need a table longer than max_len=10"),
     (lambda m: m(torch.zeros(1, 2, 5)), ValueError, r"x.shape=\(1, 2, 5\) must be \(B, T, 4\)"),
-    (lambda m: LearnedPositionalEmbedding(0, 4), ValueError, "max_len=0 must be >= 1"),
+    (lambda m: LearnedPositionalEmbedding(0, 4), ValueError, "max_len=0 must be a positive int"),
 ])
 def test_learned_bad_inputs(call, exc, msg):
     m = LearnedPositionalEmbedding(10, 4)
@@ -234,14 +234,14 @@ def test_rope_offset_decoding_equals_full():
 
 
 @pytest.mark.parametrize("call,exc,msg", [
-    (lambda: RotaryEmbedding(7), ValueError, "head_dim=7 must be even"),
-    (lambda: RotaryEmbedding(0), ValueError, "head_dim=0 must be >= 1"),
-    (lambda: RotaryEmbedding(8.0), TypeError, "head_dim=8.0 must be an int"),
+    (lambda: RotaryEmbedding(7), ValueError, "head_dim=7 must be a positive even int"),
+    (lambda: RotaryEmbedding(0), ValueError, "head_dim=0 must be a positive even int"),
+    (lambda: RotaryEmbedding(8.0), TypeError, "head_dim=8.0 must be a positive even int"),
     (lambda: RotaryEmbedding(8, base=0.5), ValueError, "base=0.5 must be a number > 1"),
     (lambda: RotaryEmbedding(8)(torch.zeros(1, 1, 3, 6)), ValueError, r"x.shape=\(1, 1, 3, 6\) must end in \(T, head_dim=8\)"),
     (lambda: RotaryEmbedding(8)(torch.zeros(8)), ValueError, r"x.shape=\(8,\) must end in \(T, head_dim=8\)"),
     (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8, dtype=torch.int64)), TypeError, "x must be a floating-point tensor"),
-    (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), offset=-2), ValueError, "offset=-2 must be >= 0"),
+    (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), offset=-2), ValueError, "offset=-2 must be an int >= 0"),
     (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), positions=torch.arange(4)), ValueError,
      r"positions must be an integer tensor of shape \(T,\) or \(B, T\) with T=3"),
     (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), positions=torch.zeros(3)), ValueError, "positions must be an integer tensor"),
@@ -316,11 +316,11 @@ def test_alibi_decoding_rows_and_symmetry():
 
 
 @pytest.mark.parametrize("call,exc,msg", [
-    (lambda: alibi_slopes(0), ValueError, "n_heads=0 must be >= 1"),
-    (lambda: alibi_slopes(2.0), TypeError, "n_heads=2.0 must be an int"),
-    (lambda: alibi_bias(4, 0), ValueError, "q_len=0 must be >= 1"),
-    (lambda: alibi_bias(4, 3, -1), ValueError, "k_len=-1 must be >= 1"),
-    (lambda: alibi_bias(-4, 3), ValueError, "n_heads=-4 must be >= 1"),
+    (lambda: alibi_slopes(0), ValueError, "n_heads=0 must be a positive int"),
+    (lambda: alibi_slopes(2.0), TypeError, "n_heads=2.0 must be a positive int"),
+    (lambda: alibi_bias(4, 0), ValueError, "q_len=0 must be a positive int"),
+    (lambda: alibi_bias(4, 3, -1), ValueError, "k_len=-1 must be a positive int"),
+    (lambda: alibi_bias(-4, 3), ValueError, "n_heads=-4 must be a positive int"),
 ])
 def test_alibi_bad_inputs(call, exc, msg):
     with pytest.raises(exc, match=msg):

@@ -236,17 +236,17 @@ def test_scaled_stays_in_a_band(curves):
 
 
 # ---------------------------------------------------------------- bad input
-@pytest.mark.parametrize("d_k,msg", [(0, "d_k=0 must be an integer >= 1"), (-3, "d_k=-3 must be an integer >= 1"),
-                                     (2.5, "d_k=2.5 must be an integer >= 1"), (64.0, "d_k=64.0 must be an integer >= 1"),
-                                     ("64", "d_k='64' must be an integer >= 1"), (True, "d_k=True must be an integer >= 1"),
-                                     (2048, "d_k=2048 must be <= max_d_k=1024")])
-def test_bad_d_k(ex, d_k, msg):
-    with pytest.raises(ValueError, match=f"^{re.escape(msg)}$"):
+@pytest.mark.parametrize("d_k,err,msg", [(0, ValueError, "d_k=0 must be a positive int"), (-3, ValueError, "d_k=-3 must be a positive int"),
+                                         (2.5, TypeError, "d_k=2.5 must be a positive int"), (64.0, TypeError, "d_k=64.0 must be a positive int"),
+                                         ("64", TypeError, "d_k='64' must be a positive int"), (True, TypeError, "d_k=True must be a positive int"),
+                                         (2048, ValueError, "d_k=2048 must be <= max_d_k=1024")])
+def test_bad_d_k(ex, d_k, err, msg):
+    with pytest.raises(err, match=f"^{re.escape(msg)}$"):
         ex(d_k)
-    with pytest.raises(ValueError, match=f"^{re.escape(msg)}$"):
+    with pytest.raises(err, match=f"^{re.escape(msg)}$"):
         ex.curve([4, d_k])
     if d_k != 2048:
-        with pytest.raises(ValueError, match=f"^{re.escape(msg)}$"):
+        with pytest.raises(err, match=f"^{re.escape(msg)}$"):
             dot_product_variance(d_k)
 
 
@@ -264,15 +264,15 @@ def test_bad_temperature(ex, tau, msg):
 
 
 def test_bad_sizes_and_seed(ex):
-    with pytest.raises(ValueError, match=r"^n_keys=1 must be an integer >= 2$"):
+    with pytest.raises(ValueError, match=r"^n_keys=1 must be an int >= 2$"):
         ScalingExplorer(n_keys=1)
-    with pytest.raises(ValueError, match=r"^n_queries=0 must be an integer >= 1$"):
+    with pytest.raises(ValueError, match=r"^n_queries=0 must be a positive int$"):
         ScalingExplorer(n_queries=0)
-    with pytest.raises(ValueError, match=r"^max_d_k=0.5 must be an integer >= 1$"):
+    with pytest.raises(TypeError, match=r"^max_d_k=0.5 must be a positive int$"):
         ScalingExplorer(max_d_k=0.5)
-    with pytest.raises(ValueError, match=r"^seed=-1 must be an integer >= 0$"):
+    with pytest.raises(ValueError, match=r"^seed=-1 must be an int >= 0$"):
         ex(16, seed=-1)
-    with pytest.raises(ValueError, match=r"^n_samples=1 must be an integer >= 2$"):
+    with pytest.raises(ValueError, match=r"^n_samples=1 must be an int >= 2$"):
         dot_product_variance(4, n_samples=1)
 
 

@@ -24,7 +24,7 @@ def test_noam_peak_matches_paper_formula():
     assert noam_lr(9000, 512, 4000, factor=2.0) == pytest.approx(2 * 512 ** -0.5 * 9000 ** -0.5, rel=1e-12)
 
 def test_noam_rejects_step_zero():
-    with pytest.raises(ValueError, match=r"step=0 must be an int >= 1"): noam_lr(0, 512, 4000)
+    with pytest.raises(ValueError, match=r"^step=0 must be a positive int$"): noam_lr(0, 512, 4000)
 
 # ---- data
 @pytest.mark.parametrize("n,words", [(0, "zero"), (13, "thirteen"), (40, "forty"), (99, "ninety-nine"), (100, "one hundred"),
@@ -111,10 +111,12 @@ def test_unknown_task():
     with pytest.raises(ValueError, match=r"task='sort' must be one of \('reverse', 'copy', 'translate', 'charlm'\)"): make_task("sort")
     with pytest.raises(ValueError, match=r"task='sort' must be one of"): main(["sort", "--steps", "1"])
 
-@pytest.mark.parametrize("kw,msg", [(dict(steps=0), r"steps=0 must be an int >= 1"), (dict(batch_size=2.0), r"batch_size=2.0 must be an int"),
-                                    (dict(label_smoothing=1.0), r"label_smoothing=1.0 must be in \[0, 1\)"), (dict(clip=0), r"clip=0 must be > 0 or None")])
-def test_train_config_validation(kw, msg):
-    with pytest.raises(ValueError, match=msg): TrainConfig(**kw)
+@pytest.mark.parametrize("kw,err,msg", [(dict(steps=0), ValueError, r"steps=0 must be a positive int"),
+                                        (dict(batch_size=2.0), TypeError, r"batch_size=2.0 must be a positive int"),
+                                        (dict(label_smoothing=1.0), ValueError, r"label_smoothing=1.0 must be in \[0, 1\)"),
+                                        (dict(clip=0), ValueError, r"clip=0 must be > 0 or None")])
+def test_train_config_validation(kw, err, msg):
+    with pytest.raises(err, match=msg): TrainConfig(**kw)
 
 def test_batch_indices_ddp_divisibility():
     with pytest.raises(ValueError, match=r"batch_size=5 must be divisible by world_size=2"): batch_indices(10, 5, 1, 0, 0, 2)

@@ -4,15 +4,15 @@
 
 # %% ../nbs/00_attention.ipynb #da97aa5d
 from __future__ import annotations
-import importlib, math
+import importlib, math, numbers
 from typing import Callable, NamedTuple
 import torch
 import torch.nn.functional as F
 
 # %% auto #0
 __all__ = ['attention_backends', 'backend_info', 'lazy_backends', 'check_qkv', 'check_mask', 'check_scale', 'check_dropout',
-           'scaled_dot_product_attention', 'torch_sdpa', 'BackendInfo', 'register_backend', 'unregister_backend',
-           'backend_names', 'check_backend', 'choose_backend', 'Attended', 'attend']
+           'check_int', 'scaled_dot_product_attention', 'torch_sdpa', 'BackendInfo', 'register_backend',
+           'unregister_backend', 'backend_names', 'check_backend', 'choose_backend', 'Attended', 'attend']
 
 # %% ../nbs/00_attention.ipynb #2540e2f8
 def check_qkv(q: torch.Tensor, # queries (..., Lq, D)
@@ -62,6 +62,22 @@ def check_dropout(dropout_p, name="dropout_p"):
     "Raise a `ValueError` naming `name` unless 0 <= `dropout_p` < 1."
     if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or not 0 <= dropout_p < 1:
         raise ValueError(f"{name}={dropout_p!r} must be a number in [0, 1)")
+
+def check_int(name: str, # the argument's name in the message
+              value, # the value to check
+              minimum: int=1, maximum: int|None=None, # the allowed range, both ends included
+              even: bool=False, # also require an even value (dimensions used in pairs)
+              allow_none: bool=False, # also accept None (and return it)
+             ) -> int|None:
+    "Return `value` as an int; raise `TypeError` (not an int: bools are refused) or `ValueError` (outside the rule) naming `name`."
+    kind = "even int" if even else "int"
+    rule = (f"a positive {kind}" if minimum == 1 and maximum is None else f"an {kind} >= {minimum}" if maximum is None
+            else f"an {kind} in [{minimum}, {maximum}]") + (" or None" if allow_none else "")
+    if value is None and allow_none: return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral): raise TypeError(f"{name}={value!r} must be {rule}")
+    if value < minimum or (maximum is not None and value > maximum) or (even and value % 2):
+        raise ValueError(f"{name}={value!r} must be {rule}")
+    return int(value)
 
 # %% ../nbs/00_attention.ipynb #11f8ef1e
 def scaled_dot_product_attention(q: torch.Tensor, # queries (..., Lq, d_k)

@@ -8,8 +8,7 @@ from functools import partial
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .attention import check_dropout
-from .multihead import check_positive_int
+from .attention import check_dropout, check_int
 
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'get_activation', 'FeedForward', 'swiglu_hidden_dim', 'SwiGLU', 'ffn_param_count', 'make_ffn']
@@ -44,7 +43,7 @@ class FeedForward(nn.Module):
                  dropout:float=0.0,     # dropout on the hidden activations (PyTorch's inner `dropout`)
                  bias:bool=True):       # biases b1 and b2
         super().__init__()
-        check_positive_int("d_model", d_model); check_positive_int("d_ff", d_ff); check_dropout(dropout, "dropout")
+        check_int("d_model", d_model); check_int("d_ff", d_ff); check_dropout(dropout, "dropout")
         self.activation, self.f = activation, get_activation(activation)
         self.w1 = nn.Linear(d_model, d_ff, bias=bias)   # weight (d_ff, d_model): row i is key k_i
         self.w2 = nn.Linear(d_ff, d_model, bias=bias)   # weight (d_model, d_ff): column i is value v_i
@@ -67,7 +66,7 @@ def swiglu_hidden_dim(d_model:int,                       # width of the residual
                       ffn_dim_multiplier:float|None=None # optional extra factor, applied before rounding
                      ) -> int:
     "LLaMA's SwiGLU hidden width: int(⅔·4·d_model), times the multiplier, rounded up to `multiple_of`."
-    check_positive_int("d_model", d_model); check_positive_int("multiple_of", multiple_of)
+    check_int("d_model", d_model); check_int("multiple_of", multiple_of)
     h = 8 * d_model // 3                                 # = int(2 * (4 * d_model) / 3) in Meta's code
     if ffn_dim_multiplier is not None:
         if isinstance(ffn_dim_multiplier, bool) or not isinstance(ffn_dim_multiplier, (int, float)) \
@@ -86,9 +85,9 @@ class SwiGLU(nn.Module):
                  dropout:float=0.0,     # dropout on the gated hidden activations (LLaMA uses none)
                  bias:bool=False):      # LLaMA and PaLM use no biases
         super().__init__()
-        check_positive_int("d_model", d_model); check_dropout(dropout, "dropout")
+        check_int("d_model", d_model); check_dropout(dropout, "dropout")
         if d_ff is None: d_ff = swiglu_hidden_dim(d_model, multiple_of)
-        check_positive_int("d_ff", d_ff)
+        check_int("d_ff", d_ff)
         self.w1 = nn.Linear(d_model, d_ff, bias=bias)   # gate: SiLU(x W1); weight (d_ff, d_model)
         self.w2 = nn.Linear(d_ff, d_model, bias=bias)   # output projection; weight (d_model, d_ff)
         self.w3 = nn.Linear(d_model, d_ff, bias=bias)   # linear ("up") branch x W3; weight (d_ff, d_model)
@@ -106,7 +105,7 @@ class SwiGLU(nn.Module):
 # %% ../nbs/04_ffn.ipynb #bddcf774
 def ffn_param_count(d_model:int, d_ff:int, gated:bool=False, bias:bool=True) -> int:
     "Parameters of an FFN (2 matrices) or a gated FFN such as SwiGLU (3 matrices), with or without biases."
-    check_positive_int("d_model", d_model); check_positive_int("d_ff", d_ff)
+    check_int("d_model", d_model); check_int("d_ff", d_ff)
     n_in = 2 if gated else 1                      # input projections: w1 (and w3 when gated)
     return (n_in + 1) * d_model * d_ff + ((n_in * d_ff + d_model) if bias else 0)
 

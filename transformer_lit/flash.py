@@ -6,7 +6,7 @@
 from __future__ import annotations
 import ctypes, gc, math, os
 import torch
-from .attention import check_qkv, check_mask, check_dropout, register_backend
+from .attention import check_qkv, check_mask, check_dropout, check_int, register_backend
 
 # %% auto #0
 __all__ = ['BACKEND_BLOCK', 'standard_attention_io', 'attention_flops', 'softmax_stats', 'online_softmax', 'check_flash_inputs',
@@ -54,17 +54,13 @@ def online_softmax(x: torch.Tensor, block: int=64):
     return torch.exp(x - m[..., None]) / l[..., None]
 
 # %% ../nbs/10_flash_attention.ipynb #f3ea0d75
-def _check_block(name, b):
-    if isinstance(b, bool) or not isinstance(b, int): raise TypeError(f"{name} must be an int, got {type(b).__name__}")
-    if b <= 0: raise ValueError(f"{name}={b} must be a positive integer")
-
 def check_flash_inputs(q, k, v, # queries (..., Lq, D), keys (..., Lk, D), values (..., Lk, Dv)
                        mask=None, is_causal=False, # as in `scaled_dot_product_attention`
                        block_q=64, block_k=64, # tile sizes
                       ):
     "Validate `flash_attention`'s arguments; return the mask expanded (a view, no copy) to `(..., Lq, Lk)`."
     check_qkv(q, k, v)
-    _check_block("block_q", block_q); _check_block("block_k", block_k)
+    check_int("block_q", block_q); check_int("block_k", block_k)
     shape = (*q.shape[:-1], k.shape[-2])
     check_mask(mask, shape, is_causal)
     if mask is None: return None

@@ -8,14 +8,9 @@ __all__ = ['causal_mask', 'mask_to_str', 'to_additive', 'padding_mask', 'combine
 # %% ../nbs/06_causal_mask.ipynb #3c988672
 import torch
 from torch import Tensor
+from .attention import check_int
 
 # %% ../nbs/06_causal_mask.ipynb #8bf816f5
-def _check_length(name, value):
-    "Raise unless `value` is a non-negative Python int."
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name}={value!r} must be an int")
-    if value < 0: raise ValueError(f"{name}={value} must be >= 0")
-
 _ALIGNS = ("top-left", "bottom-right")
 
 # %% ../nbs/06_causal_mask.ipynb #9d91b0ec
@@ -26,7 +21,7 @@ def causal_mask(q_len:int, # Lq, the number of queries
                ) -> Tensor: # bool (Lq, Lk), True where query i may attend key j
     "Causal mask: query i may attend key j iff j <= i + o, with o = 0 (top-left) or Lk - Lq (bottom-right)."
     if k_len is None: k_len = q_len
-    _check_length("q_len", q_len); _check_length("k_len", k_len)
+    check_int("q_len", q_len, minimum=0); check_int("k_len", k_len, minimum=0)
     if align not in _ALIGNS: raise ValueError(f"align={align!r} must be one of {_ALIGNS}")
     o = 0 if align == "top-left" else k_len - q_len
     i = torch.arange(q_len, device=device)[:, None]  # (Lq, 1)
@@ -66,7 +61,7 @@ def padding_mask(lengths, # (B,) number of real tokens per sequence: a 1-D integ
     if lengths.dim() != 1: raise ValueError(f"lengths has shape {tuple(lengths.shape)}; it must be 1-D (B,)")
     if (lengths < 0).any(): raise ValueError(f"lengths={lengths.tolist()} must be >= 0")
     if max_len is None: max_len = int(lengths.max()) if lengths.numel() else 0
-    _check_length("max_len", max_len)
+    check_int("max_len", max_len, minimum=0)
     if (lengths > max_len).any(): raise ValueError(f"lengths={lengths.tolist()} must be <= max_len={max_len}")
     return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]  # (B, T)
 

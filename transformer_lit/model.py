@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
-from .attention import check_backend, check_dropout
+from .attention import check_backend, check_dropout, check_int
 from .multihead import CrossKVCache, KVCache
 from .blocks import BLOCK_ACTIVATIONS, DecoderBlock, DecoderOnlyBlock, EncoderBlock, make_norm
 from .masks import causal_mask
@@ -23,12 +23,6 @@ __all__ = ['POSITIONALS', 'PARAMETER_GROUPS', 'TransformerConfig', 'count_parame
 
 # %% ../nbs/08_transformer.ipynb #f4646063
 POSITIONALS = ("sinusoidal", "learned", "rope", "alibi", "none")
-
-def _pos_int(name, value, allow_none=False):
-    "Raise unless `value` is an int > 0 (bools refused), or None when allowed."
-    if value is None and allow_none: return
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name}={value!r} must be a positive int{' or None' if allow_none else ''}")
 
 @dataclass
 class TransformerConfig:
@@ -58,9 +52,9 @@ class TransformerConfig:
     backend: str = "auto"            # attention backend of every block: "auto", "math", "sdpa", "flash", "triton"
 
     def __post_init__(self):
-        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"): _pos_int(name, getattr(self, name))
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"): check_int(name, getattr(self, name))
         for name in ("d_ff", "n_encoder_layers", "n_decoder_layers", "src_vocab_size"):
-            _pos_int(name, getattr(self, name), allow_none=True)
+            check_int(name, getattr(self, name), allow_none=True)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         check_dropout(self.dropout, "dropout")
@@ -118,7 +112,7 @@ class TokenEmbedding(nn.Module):
                  scale: bool=True, # multiply by √d_model; the weights then start with std d_model^-0.5
                 ):
         super().__init__()
-        _pos_int("vocab_size", vocab_size); _pos_int("d_model", d_model)
+        check_int("vocab_size", vocab_size); check_int("d_model", d_model)
         self.vocab_size, self.d_model, self.scale = vocab_size, d_model, scale
         self.weight = nn.Parameter(torch.empty(vocab_size, d_model))   # E, (V, d_model)
         nn.init.normal_(self.weight, std=d_model ** -0.5 if scale else 0.02)
@@ -161,7 +155,7 @@ class Positions(nn.Module):
 class DecoderCache:
     "Explicit decoding state per decoder layer: a `KVCache` for the self-attention and a `CrossKVCache` for the memory."
     def __init__(self, n_layers: int): # one pair of caches per block
-        _pos_int("n_layers", n_layers)
+        check_int("n_layers", n_layers)
         self.layers = [KVCache() for _ in range(n_layers)]            # self-attention: grows by the new tokens
         self.cross = [CrossKVCache() for _ in range(n_layers)]        # cross-attention: the memory's, set once
     def __len__(self): return len(self.layers[0])          # tokens seen so far
@@ -397,10 +391,6 @@ def sample_next(logits: Tensor, # (B, V) scores for the next token
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)              # (B,)
 
 # %% ../nbs/08_transformer.ipynb #f2d0417e
-def _check_steps(n):
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"max_new_tokens={n!r} must be an int >= 0")
-
 @torch.no_grad()
 def _lm_generate(self, idx: Tensor, # (B, T0) prompt ids (same length in the batch)
                  max_new_tokens: int, # tokens to add
@@ -409,7 +399,7 @@ def _lm_generate(self, idx: Tensor, # (B, T0) prompt ids (same length in the bat
                  use_cache: bool=True, # feed one new token per step with a `DecoderCache`, or re-run the whole prefix
                 ) -> Tensor: # (B, T0 + max_new_tokens)
     "Extend `idx` token by token; with or without the KV cache the tokens are the same."
-    check_tokens(idx, self.config.vocab_size); _check_steps(max_new_tokens)
+    check_tokens(idx, self.config.vocab_size); check_int("max_new_tokens", max_new_tokens, minimum=0)
     if idx.shape[1] + max_new_tokens > self.config.max_len:
         raise ValueError(f"idx.shape[1]={idx.shape[1]} plus max_new_tokens={max_new_tokens} must be <= max_len={self.config.max_len}")
     cache = self.new_cache() if use_cache else None
@@ -433,7 +423,7 @@ def _seq2seq_generate(self, src: Tensor, # (B, S) source ids
                       src_keep: Tensor|None=None, # bool (B, S), True on real source tokens
                      ) -> Tensor: # (B, 1 + max_new_tokens), starting with bos_id
     "Encode once, then decode token by token (with `use_cache`: cached self-attention and memory keys/values)."
-    _check_steps(max_new_tokens)
+    check_int("max_new_tokens", max_new_tokens, minimum=0)
     if isinstance(bos_id, bool) or not isinstance(bos_id, int) or not 0 <= bos_id < self.config.vocab_size:
         raise ValueError(f"bos_id={bos_id!r} must be an int in [0, vocab_size={self.config.vocab_size})")
     if 1 + max_new_tokens > self.config.max_len:

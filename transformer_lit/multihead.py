@@ -7,10 +7,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-from .attention import attend, check_backend, check_dropout, check_mask, scaled_dot_product_attention
+from .attention import attend, check_backend, check_dropout, check_int, check_mask, scaled_dot_product_attention
 
 # %% auto #0
-__all__ = ['split_heads', 'merge_heads', 'check_positive_int', 'attention_cost', 'KVCache', 'CrossKVCache', 'MultiHeadAttention']
+__all__ = ['split_heads', 'merge_heads', 'attention_cost', 'KVCache', 'CrossKVCache', 'MultiHeadAttention']
 
 # %% ../nbs/01_multihead.ipynb #60757fbb
 def split_heads(x: torch.Tensor, # (B, T, H*D)
@@ -28,13 +28,6 @@ def merge_heads(x: torch.Tensor, # (B, H, T, D)
     return x.transpose(1, 2).reshape(B, T, H * D)                  # (B, T, H, D) -> (B, T, H*D)
 
 # %% ../nbs/01_multihead.ipynb #2be40583
-def check_positive_int(name: str, # the argument's name in the message
-                       value, # the value to check
-                      ):
-    "Raise a `ValueError` naming `name` unless `value` is an int > 0 (bools are refused)."
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name}={value!r} must be a positive int")
-
 def attention_cost(d_model: int, # model width
                    n_heads: int, # H; each head has d_k = d_model // H
                    q_len: int, # Lq
@@ -43,7 +36,7 @@ def attention_cost(d_model: int, # model width
                   ) -> dict:
     "Parameters and matmul FLOPs (2 per multiply-add) of one multi-head attention call on one sequence."
     k_len = q_len if k_len is None else k_len
-    for name, val in (("d_model", d_model), ("n_heads", n_heads), ("q_len", q_len), ("k_len", k_len)): check_positive_int(name, val)
+    for name, val in (("d_model", d_model), ("n_heads", n_heads), ("q_len", q_len), ("k_len", k_len)): check_int(name, val)
     if d_model % n_heads: raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
     d_k = d_model // n_heads
     return dict(
@@ -86,11 +79,9 @@ class MultiHeadAttention(nn.Module):
                  rotary=None, # rotary(x, positions) -> x for x (B, H, T, D); applied to q and k after the head split
                 ):
         super().__init__()
-        check_positive_int("d_model", d_model); check_positive_int("n_heads", n_heads)
+        check_int("d_model", d_model); check_int("n_heads", n_heads)
         if d_model % n_heads: raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
-        for name, val in (("kdim", kdim), ("vdim", vdim)):
-            if val is not None and (isinstance(val, bool) or not isinstance(val, int) or val <= 0):
-                raise ValueError(f"{name}={val!r} must be a positive int or None")
+        check_int("kdim", kdim, allow_none=True); check_int("vdim", vdim, allow_none=True)
         check_dropout(dropout, "dropout")
         check_backend(backend)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads

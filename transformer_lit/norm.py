@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 import torch
 import torch.nn as nn
-from .attention import check_dropout
-from .multihead import MultiHeadAttention, check_positive_int
+from .attention import check_dropout, check_int
+from .multihead import MultiHeadAttention
 
 # %% auto #0
 __all__ = ['layer_norm', 'LayerNorm', 'rms_norm', 'RMSNorm', 'Residual', 'TinyEncoder', 'ffn_grad_norms']
@@ -53,7 +53,7 @@ class LayerNorm(nn.Module):
                  bias: bool=True, # learn β (GPT-2 style); False as in `torch.nn.LayerNorm(bias=False)`
                 ):
         super().__init__()
-        check_positive_int("d", d); _check_eps(eps)
+        check_int("d", d); _check_eps(eps)
         self.d, self.eps = d, eps
         self.weight = nn.Parameter(torch.ones(d))                     # γ
         self.bias = nn.Parameter(torch.zeros(d)) if bias else None    # β
@@ -82,7 +82,7 @@ class RMSNorm(nn.Module):
                  eps: float=1e-6, # ε inside the square root; > 0 (torch's default None means finfo(dtype).eps)
                 ):
         super().__init__()
-        check_positive_int("d", d); _check_eps(eps)
+        check_int("d", d); _check_eps(eps)
         self.d, self.eps = d, eps
         self.weight = nn.Parameter(torch.ones(d))                     # γ
 
@@ -104,7 +104,7 @@ class Residual(nn.Module):
                 ):
         super().__init__()
         if not callable(sublayer): raise TypeError(f"sublayer must be callable (an nn.Module), got {type(sublayer).__name__}")
-        check_positive_int("d_model", d_model)
+        check_int("d_model", d_model)
         if not isinstance(norm_first, bool): raise TypeError(f"norm_first={norm_first!r} must be a bool")
         check_dropout(dropout, "dropout")
         if isinstance(norm, nn.Module):
@@ -135,7 +135,7 @@ class TinyEncoder(nn.Module):
                 ):
         super().__init__()
         for name, v in (("vocab_size", vocab_size), ("n_layers", n_layers), ("d_ff", d_ff), ("max_len", max_len)):
-            check_positive_int(name, v)
+            check_int(name, v)
         self.tok, self.pos = nn.Embedding(vocab_size, d_model), nn.Embedding(max_len, d_model)
         self.attn = nn.ModuleList(Residual(MultiHeadAttention(d_model, n_heads), d_model, norm_first) for _ in range(n_layers))
         self.ffn = nn.ModuleList(Residual(nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model)),

@@ -11,15 +11,9 @@ __all__ = ['sinusoidal_frequencies', 'sinusoidal_encoding', 'rotation_matrix', '
 import math
 import torch
 from torch import nn, Tensor
+from .attention import check_int
 
 # %% ../nbs/05_positional.ipynb #p05c009
-def _check_int(name, value, minimum=1, even=False):
-    "Raise TypeError/ValueError unless `value` is an int >= `minimum` (and even, when asked)."
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name}={value!r} must be an int")
-    if value < minimum: raise ValueError(f"{name}={value} must be >= {minimum}")
-    if even and value % 2: raise ValueError(f"{name}={value} must be even (dimensions are used in pairs)")
-
 def _check_base(base):
     "Raise ValueError unless `base` is a real number > 1."
     if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1:
@@ -29,7 +23,7 @@ def sinusoidal_frequencies(d:int, # an even dimension (d_model, or head_dim for 
                            base:float=10000.0, # the wavelength scale of the slowest pair
                           )->Tensor: # (d/2,) float64, highest frequency first
     "Angular frequencies omega_i = base^(-2i/d) for the pairs i = 0 .. d/2-1."
-    _check_int('d', d, even=True); _check_base(base)
+    check_int('d', d, even=True); _check_base(base)
     i = torch.arange(d // 2, dtype=torch.float64)
     return base ** (-2 * i / d)
 
@@ -39,7 +33,7 @@ def sinusoidal_encoding(n_positions:int, # number of positions 0 .. n_positions-
                         base:float=10000.0, # the paper's 10000
                         dtype=torch.float32, device=None)->Tensor: # (n_positions, d_model)
     "The fixed table of Vaswani et al. (2017): sin at even dimensions, cos at odd ones."
-    _check_int('n_positions', n_positions, minimum=0); _check_int('d_model', d_model, even=True)
+    check_int('n_positions', n_positions, minimum=0); check_int('d_model', d_model, even=True)
     pos = torch.arange(n_positions, dtype=torch.float64)            # (n_positions,)
     angles = pos[:, None] * sinusoidal_frequencies(d_model, base)    # (n_positions, d_model/2)
     pe = torch.stack([angles.sin(), angles.cos()], dim=-1)           # (n_positions, d_model/2, 2)
@@ -66,12 +60,12 @@ class SinusoidalPositionalEmbedding(nn.Module):
     "x + PE[offset : offset+T] for x of shape (B, T, d_model); no parameters, any length."
     def __init__(self, d_model:int, base:float=10000.0):
         super().__init__()
-        _check_int('d_model', d_model, even=True); _check_base(base)
+        check_int('d_model', d_model, even=True); _check_base(base)
         self.d_model, self.base = d_model, base
 
     def forward(self, x:Tensor, # (B, T, d_model)
                 offset:int=0)->Tensor: # position of x[:, 0]
-        _check_x(x, self.d_model); _check_int('offset', offset, minimum=0)
+        _check_x(x, self.d_model); check_int('offset', offset, minimum=0)
         pe = sinusoidal_encoding(offset + x.shape[1], self.d_model, self.base, x.dtype, x.device)
         return x + pe[offset:]                                  # (B, T, d_model)
 
@@ -80,13 +74,13 @@ class LearnedPositionalEmbedding(nn.Module):
     "x + P[offset : offset+T] with a trainable table P of shape (max_len, d_model)."
     def __init__(self, max_len:int, d_model:int, init_std:float=0.02):
         super().__init__()
-        _check_int('max_len', max_len); _check_int('d_model', d_model)
+        check_int('max_len', max_len); check_int('d_model', d_model)
         self.max_len, self.d_model = max_len, d_model
         self.weight = nn.Parameter(torch.randn(max_len, d_model) * init_std)
 
     def forward(self, x:Tensor, # (B, T, d_model)
                 offset:int=0)->Tensor: # position of x[:, 0]
-        _check_x(x, self.d_model); _check_int('offset', offset, minimum=0)
+        _check_x(x, self.d_model); check_int('offset', offset, minimum=0)
         end = offset + x.shape[1]
         if end > self.max_len:
             raise ValueError(f"positions up to {end - 1} need a table longer than max_len={self.max_len}: "
@@ -118,7 +112,7 @@ class RotaryEmbedding(nn.Module):
                  base:float=10000.0, # theta_i = base^(-2i/D)
                  interleaved:bool=False): # True: pairs (2i, 2i+1) as in RoFormer; False: (i, i+D/2) as in LLaMA/HF
         super().__init__()
-        _check_int('head_dim', head_dim, even=True); _check_base(base)
+        check_int('head_dim', head_dim, even=True); _check_base(base)
         self.head_dim, self.base, self.interleaved = head_dim, float(base), bool(interleaved)
         self._cache = {}                                         # (length, dtype, device) -> (cos, sin)
 
@@ -142,7 +136,7 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(f"x.shape={tuple(x.shape)} must end in (T, head_dim={self.head_dim})")
         T = x.shape[-2]
         if positions is None:
-            _check_int('offset', offset, minimum=0)
+            check_int('offset', offset, minimum=0)
             cos, sin = self.tables(offset + T, x.dtype, x.device)
             cos, sin = cos[offset:offset + T], sin[offset:offset + T]          # (T, D)
         else:
@@ -166,7 +160,7 @@ def _alibi_slopes_list(n):
 
 def alibi_slopes(n_heads:int, dtype=torch.float32, device=None)->Tensor: # (n_heads,)
     "ALiBi's fixed per-head slopes m_h (Press et al., 2022), the reference code's rule for any n_heads."
-    _check_int('n_heads', n_heads)
+    check_int('n_heads', n_heads)
     return torch.tensor(_alibi_slopes_list(n_heads), dtype=torch.float64).to(dtype=dtype, device=device)
 
 # %% ../nbs/05_positional.ipynb #p05c046
@@ -175,7 +169,7 @@ def alibi_bias(n_heads:int, q_len:int, k_len:int=None, # k_len defaults to q_len
                dtype=torch.float32, device=None)->Tensor: # (n_heads, q_len, k_len) float, added to the scores
     "-m_h * |i' - j| with i' = i + k_len - q_len (queries aligned to the end of the keys)."
     k_len = q_len if k_len is None else k_len
-    _check_int('q_len', q_len); _check_int('k_len', k_len)
+    check_int('q_len', q_len); check_int('k_len', k_len)
     i = torch.arange(q_len, dtype=torch.float64)[:, None] + (k_len - q_len)   # (Lq, 1) absolute query positions
     j = torch.arange(k_len, dtype=torch.float64)[None, :]                      # (1, Lk)
     bias = -alibi_slopes(n_heads, torch.float64)[:, None, None] * (i - j).abs()  # (H, Lq, Lk)

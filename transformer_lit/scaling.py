@@ -11,17 +11,10 @@ __all__ = ['DK_STEPS', 'dot_product_variance', 'dot_product_variance_se', 'softm
 import math, numbers, io
 from dataclasses import dataclass
 import torch
+from .attention import check_int
 from matplotlib.figure import Figure
 
 # %% ../nbs/02_scaling.ipynb #1c87b1b5
-def _check_positive_int(name, value, minimum=1):
-    "Raise `ValueError` unless `value` is an integer >= `minimum` (bools are not integers here)."
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name}={value!r} must be an integer >= {minimum}")
-    if value < minimum:
-        raise ValueError(f"{name}={value!r} must be an integer >= {minimum}")
-    return int(value)
-
 def _check_temperature(temperature):
     "Raise `ValueError` unless `temperature` is a finite number > 0."
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) \
@@ -37,8 +30,8 @@ def dot_product_variance(
     seed:int=0,          # seed of the torch.Generator that draws q and k
 )->float:
     "Sample variance of q·k (or q·k/√d_k) over `n_samples` pairs of standard-normal vectors."
-    d_k = _check_positive_int('d_k', d_k)
-    n_samples = _check_positive_int('n_samples', n_samples, minimum=2)
+    d_k = check_int('d_k', d_k)
+    n_samples = check_int('n_samples', n_samples, minimum=2)
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(n_samples, d_k, generator=g, dtype=torch.float64)  # (N, d_k)
     k = torch.randn(n_samples, d_k, generator=g, dtype=torch.float64)  # (N, d_k)
@@ -100,14 +93,14 @@ class ScalingExplorer:
                  n_queries:int=256,  # queries averaged over
                  max_d_k:int=1024,   # largest d_k; a setting uses the first d_k components
                 ):
-        self.n_keys = _check_positive_int('n_keys', n_keys, minimum=2)
-        self.n_queries = _check_positive_int('n_queries', n_queries)
-        self.max_d_k = _check_positive_int('max_d_k', max_d_k)
+        self.n_keys = check_int('n_keys', n_keys, minimum=2)
+        self.n_queries = check_int('n_queries', n_queries)
+        self.max_d_k = check_int('max_d_k', max_d_k)
         self._draws = {}  # seed -> (q, k); an explicit, bounded cache of random draws
 
     def draws(self, seed:int=0):
         "Query and key vectors for `seed`: (n_queries, max_d_k) and (n_keys, max_d_k), float64."
-        seed = _check_positive_int('seed', seed, minimum=0)
+        seed = check_int('seed', seed, minimum=0)
         if seed not in self._draws:
             if len(self._draws) >= 8: self._draws.pop(next(iter(self._draws)))
             g = torch.Generator().manual_seed(seed)
@@ -118,7 +111,7 @@ class ScalingExplorer:
 
     def scores(self, d_k:int, scaled:bool=True, temperature:float=1.0, seed:int=0)->torch.Tensor:
         "Softmax inputs q kᵀ / (√d_k if scaled) / temperature, shape (n_queries, n_keys)."
-        d_k = _check_positive_int('d_k', d_k)
+        d_k = check_int('d_k', d_k)
         if d_k > self.max_d_k: raise ValueError(f"d_k={d_k} must be <= max_d_k={self.max_d_k}")
         temperature = _check_temperature(temperature)
         q, k = self.draws(seed)

@@ -14,6 +14,7 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
+from .attention import check_int
 from .masks import padding_mask
 from .model import TransformerConfig, Transformer, DecoderOnlyLM, count_parameters
 
@@ -23,12 +24,6 @@ __all__ = ['SPECIALS', 'PAD', 'BOS', 'EOS', 'STDLIB_MODULES', 'TASKS', 'Vocab', 
            'TrainConfig', 'model_logits', 'batch_loss', 'make_optimizer', 'evaluate_loss', 'greedy_translate',
            'exact_match', 'save_checkpoint', 'load_checkpoint', 'world', 'batch_indices', 'train',
            'cross_attention_weights', 'make_task', 'make_model', 'main']
-
-# %% ../nbs/09_training.ipynb #d8a9088e
-def _check_int(name, value, minimum=1):
-    "Raise a `ValueError` naming `name` unless `value` is an int >= `minimum` (bools refused)."
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}={value!r} must be an int >= {minimum}")
 
 # %% ../nbs/09_training.ipynb #c6c814c9
 SPECIALS = ("<pad>", "<bos>", "<eos>")
@@ -67,9 +62,8 @@ def reverse_pairs(n: int, # number of (source, target) pairs
                   seed: int=0,
                  ) -> list: # [(source tokens, target tokens), ...]
     "Random letter strings and their reversal (or copy): the smallest task that needs attention."
-    _check_int("n", n); _check_int("min_len", min_len); _check_int("max_len", max_len, min_len)
-    if isinstance(n_symbols, bool) or not isinstance(n_symbols, int) or not 1 <= n_symbols <= 26:
-        raise ValueError(f"n_symbols={n_symbols!r} must be an int in [1, 26]")
+    check_int("n", n); check_int("min_len", min_len); check_int("max_len", max_len, min_len)
+    check_int("n_symbols", n_symbols, 1, 26)
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(min_len, max_len + 1, (n,), generator=g).tolist()
     pairs = []
@@ -92,8 +86,7 @@ def _below_1000(n):
 def number_to_words(n: int, # 0 <= n <= 999_999
                    ) -> str:
     "English words for `n` (American style, no 'and'): 342 → 'three hundred forty-two'."
-    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 999_999:
-        raise ValueError(f"n={n!r} must be an int in [0, 999999]")
+    check_int("n", n, 0, 999_999)
     if n < 1000: return " ".join(_below_1000(n))
     rest = n % 1000
     return " ".join(_below_1000(n // 1000) + ["thousand"] + (_below_1000(rest) if rest else []))
@@ -106,7 +99,7 @@ def word_tokens(text: str) -> list:
 def split_numbers(n_train: int, n_test: int, # sizes of two disjoint sets
                   max_number: int=999_999, seed: int=0) -> tuple: # (train numbers, test numbers)
     "Two disjoint random sets of integers from [0, max_number]: no test number is ever trained on."
-    _check_int("n_train", n_train); _check_int("n_test", n_test); _check_int("max_number", max_number, 0)
+    check_int("n_train", n_train); check_int("n_test", n_test); check_int("max_number", max_number, 0)
     if n_train + n_test > max_number + 1:
         raise ValueError(f"n_train + n_test = {n_train + n_test} must be <= max_number + 1 = {max_number + 1}")
     perm = torch.randperm(max_number + 1, generator=torch.Generator().manual_seed(seed))[:n_train + n_test].tolist()
@@ -156,7 +149,7 @@ class LMData:
     def __init__(self, ids: Tensor, # (N,) token ids
                  block_size: int, # T: context length of one example
                  vocab: Vocab):
-        _check_int("block_size", block_size)
+        check_int("block_size", block_size)
         if ids.dim() != 1 or ids.numel() < block_size + 1:
             raise ValueError(f"ids has {ids.numel()} tokens; it needs at least block_size + 1 = {block_size + 1}")
         self.ids, self.block_size, self.vocab = ids, block_size, vocab
@@ -202,7 +195,7 @@ def noam_lr(step: int, # optimizer step, counted from 1
             factor: float=1.0, # multiplies the whole schedule (the paper uses 1)
            ) -> float:
     "Vaswani et al. (2017) §5.3: factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)."
-    _check_int("step", step); _check_int("d_model", d_model); _check_int("warmup", warmup)
+    check_int("step", step); check_int("d_model", d_model); check_int("warmup", warmup)
     return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 
 # %% ../nbs/09_training.ipynb #b684c570
@@ -225,7 +218,7 @@ class TrainConfig:
     progress: bool = True           # tqdm bar (tqdm.auto: a widget in Jupyter, text in a terminal)
 
     def __post_init__(self):
-        for name in ("steps", "batch_size", "warmup", "eval_every", "eval_items"): _check_int(name, getattr(self, name))
+        for name in ("steps", "batch_size", "warmup", "eval_every", "eval_items"): check_int(name, getattr(self, name))
         if not 0 <= self.label_smoothing < 1: raise ValueError(f"label_smoothing={self.label_smoothing!r} must be in [0, 1)")
         if self.clip is not None and not self.clip > 0: raise ValueError(f"clip={self.clip!r} must be > 0 or None")
 
@@ -323,7 +316,7 @@ def batch_indices(n: int, # examples in the data set
                   rank: int=0, world_size: int=1,
                  ) -> Tensor: # (batch_size // world_size,) this rank's share of the global batch
     "The examples of step `step`: a function of (seed, step) only, so a resumed run sees the same batches."
-    _check_int("batch_size", batch_size)
+    check_int("batch_size", batch_size)
     if batch_size > n: raise ValueError(f"batch_size={batch_size} must be <= the number of examples ({n})")
     if batch_size % world_size: raise ValueError(f"batch_size={batch_size} must be divisible by world_size={world_size}")
     g = torch.Generator().manual_seed(seed * 1_000_003 + step)
