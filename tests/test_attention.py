@@ -289,3 +289,22 @@ def test_check_int_rules_and_messages():
              (dict(value=1.5, allow_none=True), TypeError, "n=1.5 must be a positive int or None")]
     for kw, err, msg in cases:
         with pytest.raises(err, match=f"^{re.escape(msg)}$"): check_int("n", **kw)
+
+
+def test_prefer_takes_a_backend_before_the_priority_order():
+    "A low-priority backend with a `prefer` predicate is chosen by 'auto' exactly where the predicate says so."
+    q = torch.randn(2, 3, 5, 8)
+    A.register_backend("slow_but_preferred", A.scaled_dot_product_attention, priority=-5,
+                       prefer=lambda q, k, v, mask, is_causal, dropout_p: is_causal)
+    try:
+        assert choose_backend(q, q, q, is_causal=True) == "slow_but_preferred"
+        assert choose_backend(q, q, q) == "sdpa"
+        assert choose_backend(q, q, q, is_causal=True, need_weights=True) == "math"   # weights still force math
+    finally: A.unregister_backend("slow_but_preferred")
+    assert choose_backend(q, q, q, is_causal=True) == "sdpa"
+    A.register_backend("unsupported", A.scaled_dot_product_attention, supports=lambda *a: False, prefer=lambda *a: True)
+    try: assert choose_backend(q, q, q) == "sdpa"                 # preferred but unsupported: never taken
+    finally: A.unregister_backend("unsupported")
+    with pytest.raises(TypeError, match=r"^prefer=1 must be callable or None$"):
+        A.register_backend("bad", A.scaled_dot_product_attention, prefer=1)
+    assert "bad" not in A.backend_info

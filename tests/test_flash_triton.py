@@ -197,6 +197,26 @@ def test_registered_backend():
         ft.triton_backend(q, k, v, dropout_p=0.1)
 
 
+def test_faster_than_flash_needs_a_win_everywhere():
+    rows = [dict(D=64, causal=True, N=n, mode=m, triton=1.0, sdpa_flash=1.5 if n == 4096 else 1.1)
+            for n in (4096, 8192) for m in ("fwd", "fwd+bwd")]
+    rows += [dict(D=128, causal=True, N=4096, mode="fwd", triton=1.0, sdpa_flash=2.0),
+             dict(D=128, causal=True, N=8192, mode="fwd", triton=None, sdpa_flash=2.0)]       # not measured: no claim
+    rows += [dict(D=64, causal=False, N=4096, mode="fwd", triton=1.0, sdpa_flash=0.99)]
+    assert ft.faster_than_flash(rows) == {(64, "bfloat16", True): 1.1}
+    assert ft.faster_than_flash(rows, "float16") == {(64, "float16", True): 1.1} and ft.faster_than_flash([]) == {}
+
+
+def test_auto_takes_triton_only_where_measured_faster_and_never_on_cpu(monkeypatch):
+    q = torch.randn(1, 2, 8, 64)
+    assert ft.TRITON_PREFERRED == {} and not ft.triton_prefer(q, q, q, None, False, 0.0)
+    monkeypatch.setitem(ft.TRITON_PREFERRED, (64, "float32", False), 1.3)
+    assert not ft.triton_prefer(q, q, q, None, False, 0.0)                 # CPU tensors: never, even when listed
+    assert attend(q, q, q).backend != "triton"
+    from transformer_lit.attention import backend_info
+    assert backend_info["triton"].prefer is ft.triton_prefer and backend_info["triton"].priority == 40
+
+
 # -- bad inputs, each with its message ----------------------------------------------------------------
 
 @needs_triton
@@ -329,7 +349,7 @@ def test_gpu_check_script_dry_run(tmp_path):
     assert "triton backend on cpu: available" in r.stdout and "correctness: 16/16 checks within bounds" in r.stdout
     assert lines[-6].startswith("| D | causal | N |") and all(l.startswith("| 32 |") for l in lines[-4:])
     rep = json.loads(out.read_text())
-    assert rep["ok"] and rep["versions"]["interpreter"] and len(rep["bench"]) == 4
+    assert rep["ok"] and rep["versions"]["interpreter"] and len(rep["bench"]) == 4 and rep["triton_faster"] == {}
     assert all(row["triton_tflops"] > 0 for row in rep["bench"])
     shown = subprocess.run([sys.executable, "-m", "transformer_lit.flash_triton", "show", str(out)], capture_output=True,
                            text=True, env=env, cwd=ROOT, timeout=120)

@@ -137,6 +137,7 @@ class BackendInfo(NamedTuple):
     fn: Callable            # fn(q, k, v, mask=None, is_causal=False, scale=None, dropout_p=0.0) -> out
     supports: Callable      # supports(q, k, v, mask, is_causal, dropout_p) -> bool
     priority: int           # "auto" tries backends from the highest priority down
+    prefer: Callable|None = None  # prefer(q, k, v, mask, is_causal, dropout_p) -> bool: "auto" takes it first there
 
 class _Registry(dict):
     "name -> attention function; names in `lazy_backends` are imported on first use."
@@ -158,6 +159,7 @@ def register_backend(name: str, # the name used in `backend=`
                      fn: Callable, # fn(q, k, v, mask=None, is_causal=False, scale=None, dropout_p=0.0) -> out (..., Lq, Dv)
                      supports: Callable|None=None, # predicate supports(q, k, v, mask, is_causal, dropout_p) -> bool; default: always
                      priority: int=0, # "auto" prefers higher; math=0, sdpa=100
+                     prefer: Callable|None=None, # predicate like `supports`: inputs where "auto" takes this backend before any priority (e.g. where a benchmark measured it fastest)
                     ):
     "Add (or replace) an attention backend under `name`."
     if not isinstance(name, str) or not name or name == "auto":
@@ -165,7 +167,8 @@ def register_backend(name: str, # the name used in `backend=`
     if not callable(fn): raise TypeError(f"fn={fn!r} must be callable")
     if supports is None: supports = lambda *args: True
     attention_backends[name] = fn
-    backend_info[name] = BackendInfo(fn, supports, priority)
+    if prefer is not None and not callable(prefer): raise TypeError(f"prefer={prefer!r} must be callable or None")
+    backend_info[name] = BackendInfo(fn, supports, priority, prefer)
 
 register_backend("math", scaled_dot_product_attention, priority=0)
 register_backend("sdpa", torch_sdpa, priority=100)
@@ -205,7 +208,11 @@ def choose_backend(q, k, v, # the attention inputs, as for `scaled_dot_product_a
                              f"{None if mask is None else mask.dtype}, is_causal={is_causal}, dropout_p={dropout_p}, "
                              f"dtype={q.dtype}, device={q.device}); use backend='auto' or 'math'")
         return backend
-    for name, info in sorted(backend_info.items(), key=lambda kv: -kv[1].priority):
+    ranked = sorted(backend_info.items(), key=lambda kv: -kv[1].priority)
+    for name, info in ranked:                                       # first where a backend is preferred (measured faster)
+        if info.prefer is not None and info.supports(q, k, v, mask, is_causal, dropout_p) \
+           and info.prefer(q, k, v, mask, is_causal, dropout_p): return name
+    for name, info in ranked:
         if info.supports(q, k, v, mask, is_causal, dropout_p): return name
     return "math"
 
