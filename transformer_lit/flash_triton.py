@@ -13,7 +13,7 @@ __all__ = ['LOG2E', 'SUPPORTED_DTYPES', 'MAX_HEAD_DIM', 'TUNED_CONFIGS', 'TRITON
            'plot_tflops']
 
 # %% ../nbs/11_flash_triton.ipynb #80630e88
-import os, sys, math, time, json, argparse, platform
+import os, sys, math, time, json, argparse, platform, functools
 import torch
 import torch.nn.functional as F
 from .attention import check_qkv, register_backend, scaled_dot_product_attention
@@ -45,17 +45,13 @@ def _loop_sum_kernel(X, Y, n, BLOCK: tl.constexpr):
         acc += tl.load(X + start + tl.arange(0, BLOCK), mask=start + tl.arange(0, BLOCK) < n, other=0.0)
     tl.store(Y + tl.arange(0, BLOCK), acc)
 
-_LOOP_ERROR: dict = {}                                      # the probe's answer, computed once per process
-
+@functools.cache                                            # the probe runs once per process
 def interpreter_loop_error() -> str|None:
     "None if the interpreter runs a loop to a runtime bound with the installed triton and NumPy, else the error."
-    if "error" not in _LOOP_ERROR:
-        x, y = torch.arange(100.0), torch.zeros(16)
-        try:
-            _loop_sum_kernel[(1,)](x, y, 100, BLOCK=16)
-            _LOOP_ERROR["error"] = None if y.sum().item() == 4950 else f"wrong sum {y.sum().item():g} (expected 4950)"
-        except Exception as e: _LOOP_ERROR["error"] = f"{type(e).__name__}: {str(e)[:200]}"
-    return _LOOP_ERROR["error"]
+    x, y = torch.arange(100.0), torch.zeros(16)
+    try: _loop_sum_kernel[(1,)](x, y, 100, BLOCK=16)
+    except Exception as e: return f"{type(e).__name__}: {str(e)[:200]}"
+    return None if y.sum().item() == 4950 else f"wrong sum {y.sum().item():g} (expected 4950)"
 
 # %% ../nbs/11_flash_triton.ipynb #035bf0f1
 @triton.jit
@@ -307,6 +303,13 @@ def block_config(kind: str, # "fwd" or "bwd"
 # %% ../nbs/11_flash_triton.ipynb #551b2dc0
 def _bd(head_dim): return max(16, triton.next_power_of_2(head_dim))    # BLOCK_D: padded head dim
 def _precision(dtype): return "ieee" if dtype == torch.float32 else "tf32"  # tf32 is ignored for 16-bit inputs
+_TILES = {"fwd": ("BLOCK_M", "BLOCK_N"), "bwd_dkdv": ("BLOCK_M1", "BLOCK_N1"), "bwd_dq": ("BLOCK_M2", "BLOCK_N2")}  # config keys
+
+def _constexprs(kind, head_dim, dtype, is_causal, cfg) -> dict:
+    "The `tl.constexpr` arguments of kernel `kind` ('fwd', 'bwd_dkdv', 'bwd_dq'): what a launch passes and `compile_kernel` compiles."
+    bm, bn = _TILES[kind]
+    return dict(IS_CAUSAL=bool(is_causal), HEAD_DIM=head_dim, BLOCK_D=_bd(head_dim), BLOCK_M=cfg[bm], BLOCK_N=cfg[bn],
+                PRECISION=_precision(dtype))
 
 def triton_flash_forward(q, k, v, # (B, H, Lq, D), (B, H, Lk, D), (B, H, Lk, D); last dim contiguous
                          is_causal=False, scale=None, # as in `triton_flash_attention`
@@ -322,9 +325,7 @@ def triton_flash_forward(q, k, v, # (B, H, Lq, D), (B, H, Lk, D), (B, H, Lk, D);
     grid = (triton.cdiv(n_q, cfg["BLOCK_M"]), B * H)
     _attn_fwd[grid](q, k, v, o, lse2, scale * LOG2E,
                     *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], H, n_q, n_k,
-                    IS_CAUSAL=bool(is_causal), HEAD_DIM=d, BLOCK_D=_bd(d), BLOCK_M=cfg["BLOCK_M"],
-                    BLOCK_N=cfg["BLOCK_N"], PRECISION=_precision(q.dtype),
-                    num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+                    **_constexprs("fwd", d, q.dtype, is_causal, cfg), num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return o, lse2
 
 def triton_flash_backward(do, q, k, v, o, lse2, # the incoming gradient, the inputs, and what the forward returned
@@ -341,12 +342,11 @@ def triton_flash_backward(do, q, k, v, o, lse2, # the incoming gradient, the inp
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     args = (lse2, delta, scale * LOG2E, scale,
             *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], H, n_q, n_k)
-    meta = dict(IS_CAUSAL=bool(is_causal), HEAD_DIM=d, BLOCK_D=_bd(d), PRECISION=_precision(q.dtype),
-                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    launch = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     _attn_bwd_dkdv[(triton.cdiv(n_k, cfg["BLOCK_N1"]), B * H)](q, k, v, do, dk, dv, *args,
-                                                               BLOCK_M=cfg["BLOCK_M1"], BLOCK_N=cfg["BLOCK_N1"], **meta)
+                                                               **_constexprs("bwd_dkdv", d, q.dtype, is_causal, cfg), **launch)
     _attn_bwd_dq[(triton.cdiv(n_q, cfg["BLOCK_M2"]), B * H)](q, k, v, do, dq, *args,
-                                                             BLOCK_M=cfg["BLOCK_M2"], BLOCK_N=cfg["BLOCK_N2"], **meta)
+                                                             **_constexprs("bwd_dq", d, q.dtype, is_causal, cfg), **launch)
     return dq, dk, dv
 
 # %% ../nbs/11_flash_triton.ipynb #917a4384
@@ -735,7 +735,8 @@ def run_check(dry_run: bool=False, # CPU interpreter, tiny sizes: tests the scri
         report["tuned"] = {str(k): v for k, v in tuned.items()}
         again = [(torch.bfloat16, d, 1023, 1023, c) for d in (64, 128) for c in (False, True)]
         rows += _step(report, "correctness of the tuned tiles", lambda: check_correctness(device, again, log), log) or []
-    report.update(correctness=rows, correctness_ok=bool(rows) and all(r["ok"] for r in rows) and not report.get("errors"))
+    report.update(correctness=rows, correctness_ok=bool(rows) and all(r["ok"] for r in rows)
+                  and not any(k.startswith("correctness") for k in report.get("errors", {})))
     log(f"correctness: {sum(r['ok'] for r in rows)}/{len(rows)} checks within bounds ({time.time() - t0:.0f} s so far)")
     _save(report, json_path)
     if device.type == "cuda":
@@ -783,7 +784,7 @@ if __name__ == "__main__" and sys.argv[0].endswith("flash_triton.py"): sys.exit(
 
 # %% ../nbs/11_flash_triton.ipynb #516bbc0a
 SM90_MAX_SHARED = 232448          # bytes of shared memory one block may use on compute capability 9.0 (227 KiB)
-_KERNELS = {"fwd": "_attn_fwd", "bwd_dkdv": "_attn_bwd_dkdv", "bwd_dq": "_attn_bwd_dq"}
+_KERNELS = {"fwd": "_attn_fwd", "bwd_dkdv": "_attn_bwd_dkdv", "bwd_dq": "_attn_bwd_dq"}   # the names of `_TILES`' kernels
 
 def _tool(name):
     "Path of a CUDA tool that ships inside the triton wheel (ptxas, cuobjdump)."
@@ -802,9 +803,7 @@ def compile_kernel(kind: str, # "fwd", "bwd_dkdv" or "bwd_dq"
     from triton.backends.compiler import GPUTarget
     fn = globals()[_KERNELS[kind]]
     cfg = config or block_config("bwd" if kind.startswith("bwd") else "fwd", head_dim, dtype, is_causal, interpret=False)
-    bm, bn = {"fwd": ("BLOCK_M", "BLOCK_N"), "bwd_dkdv": ("BLOCK_M1", "BLOCK_N1"), "bwd_dq": ("BLOCK_M2", "BLOCK_N2")}[kind]
-    consts = dict(IS_CAUSAL=bool(is_causal), HEAD_DIM=head_dim, BLOCK_D=_bd(head_dim), BLOCK_M=cfg[bm], BLOCK_N=cfg[bn],
-                  PRECISION=_precision(dtype))
+    consts = _constexprs(kind, head_dim, dtype, is_causal, cfg)          # exactly what the launchers pass
     ty = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}[dtype]
     def arg_type(n):                                                 # Triton's signature strings
         if n in consts: return "constexpr"
@@ -823,7 +822,7 @@ def compile_kernel(kind: str, # "fwd", "bwd_dkdv" or "bwd_dq"
         usage = subprocess.run([_tool("cuobjdump"), "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
     res = dict(re.findall(r"(REG|STACK|LOCAL):(\d+)", usage))
     ptx = k.asm["ptx"]
-    return dict(kernel=kind, dtype=ty, D=head_dim, causal=bool(is_causal), default=config is None, BLOCK_M=cfg[bm], BLOCK_N=cfg[bn],
+    return dict(kernel=kind, dtype=ty, D=head_dim, causal=bool(is_causal), default=config is None, BLOCK_M=consts["BLOCK_M"], BLOCK_N=consts["BLOCK_N"],
                 num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], target=re.search(r"\.target (\w+)", ptx).group(1),
                 registers=int(res["REG"]), local_bytes=int(res["LOCAL"]), stack_bytes=int(res["STACK"]),
                 spill_bytes=int(res["LOCAL"]) + int(res["STACK"]),  # no local arrays or calls here: a stack frame is spilled registers
