@@ -235,6 +235,7 @@ class DecoderOnlyLM(nn.Module):
         self.norm = make_norm(c.norm, c.d_model, c.layer_norm_eps, c.bias) if c.final_norm else nn.Identity()
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)   # unembedding U, weight (V, d_model)
         if c.tie_embeddings: self.lm_head.weight = self.tok.weight      # U = E: one tensor, two uses
+        else: nn.init.normal_(self.lm_head.weight, std=1 / c.d_model)   # untied U: logits start with std d_model^-0.5
 
     def forward(self, idx: Tensor, # (B, T) token ids
                 targets: Tensor|None=None, # (B, T) next-token ids; -100 = ignore (e.g. padding)
@@ -353,6 +354,7 @@ class Transformer(nn.Module):
         self.stack = TransformerStack(c, rotary=self.pos.rotary)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)   # the pre-softmax linear transformation
         if c.tie_embeddings: self.lm_head.weight = self.tgt_embed.weight
+        else: nn.init.normal_(self.lm_head.weight, std=1 / c.d_model)   # untied U: logits start with std d_model^-0.5
 
     def _keep(self, ids, keep, name):
         "Key mask (B, 1, 1, T), True on real tokens, from a bool (B, T) `keep`; None stays None."
