@@ -208,7 +208,7 @@ class DecoderCache:
         self.cross = [CrossKVCache() for _ in range(n_layers)]        # cross-attention: the memory's, set once
     def __len__(self): return len(self.layers[0])          # tokens seen so far
     def nbytes(self) -> int:
-        "Memory held by all cached keys and values."
+        "Bytes held by all cached keys and values: 2 x layers x B x G x T x D elements, G/H of a multi-head cache."
         return sum(t.numel() * t.element_size() for c in self.layers + self.cross if c.k is not None for t in (c.k, c.v))
 
 def _check_cache(cache, n_layers):
