@@ -650,3 +650,35 @@ def test_output_scale_rule():
     ids = torch.randint(0, 40, (1, 5))
     h = lm.norm(lm.blocks[1](lm.blocks[0](lm.pos(lm.tok(ids)), is_causal=True), is_causal=True))
     torch.testing.assert_close(lm(ids), h @ lm.tok.weight.T / 4, atol=1e-12, rtol=0)   # d_model = 16: h·Eᵀ/√16
+
+# ---------------------------------------------------------------- documentation of chapters 07-08
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+
+@pytest.mark.parametrize("module", ["blocks", "model"])
+def test_docstrings_have_no_asterisk(module):
+    import importlib, inspect
+    mod = importlib.import_module(f"transformer_lit.{module}")
+    for name, obj in vars(mod).items():
+        if getattr(obj, "__module__", None) != mod.__name__: continue
+        members = [v for v in vars(obj).values() if callable(v) or isinstance(v, property)] if inspect.isclass(obj) else []
+        for o in [obj, *members]:
+            doc = inspect.getdoc(o.fget if isinstance(o, property) else o) or ""
+            assert "*" not in doc, (name, doc)
+
+@pytest.mark.parametrize("nb", ["07_cross_attention.ipynb", "08_transformer.ipynb"])
+def test_backticked_methods_link_to_documented_anchors(nb):
+    "A backticked Class.member that nbdev links must be documented by a show_doc somewhere, or its anchor is missing."
+    import json
+    from nbdev.doclinks import NbdevLookup
+    lookup, shown = NbdevLookup(), set()
+    for p in (ROOT / "nbs").glob("*.ipynb"):
+        for c in json.loads(p.read_text())["cells"]:
+            if c["cell_type"] == "code": shown |= set(re.findall(r"show_doc\(([\w.]+)", "".join(c["source"])))
+    names = set()
+    for c in json.loads((ROOT / "nbs" / nb).read_text())["cells"]:
+        text = "".join(c["source"])
+        parts = [text] if c["cell_type"] == "markdown" else re.findall(r'"([^"\n]+)"', text)   # prose, or docstrings
+        for part in parts: names |= set(re.findall(r"`([A-Za-z_][\w]*\.[\w.]+)`", part))
+    documented = lambda n: n in shown or ".".join(n.split(".")[-2:]) in shown
+    missing = [n for n in names if n[0].isupper() and lookup[n] and not documented(n)]   # Class.member links
+    assert not missing, missing
