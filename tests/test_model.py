@@ -245,7 +245,7 @@ def test_seq2seq_loss_and_decoder_causality():
 def test_tying_adds_both_gradients():
     torch.manual_seed(0)
     tied = DecoderOnlyLM(TINY).double()
-    untied = DecoderOnlyLM(tiny(tie_embeddings=False)).double()
+    untied = DecoderOnlyLM(tiny(tie_embeddings=False, logit_scale=TINY.output_scale)).double()   # the same output scale
     untied.load_state_dict({**tied.state_dict(), "lm_head.weight": tied.tok.weight.detach().clone()})
     ids = torch.randint(0, 40, (2, 7))
     for m in (tied, untied): m(ids[:, :-1], targets=ids[:, 1:])[1].backward()
@@ -389,7 +389,7 @@ def test_sample_next_bad_arguments(kw, msg):
     (dict(vocab_size=10, dropout=1.0), "dropout=1.0 must be a number in [0, 1)"),
     (dict(vocab_size=10, positional="relative"), "positional='relative' must be one of ('sinusoidal', 'learned', 'rope', 'alibi', 'none')"),
     (dict(vocab_size=10, activation="tanh"), "activation='tanh' must be one of"),
-    (dict(vocab_size=10, norm="batch"), "norm='batch' must be 'layer' or 'rms'"),
+    (dict(vocab_size=10, norm="batch"), "norm='batch' must be one of ('layer', 'rms')"),
     (dict(vocab_size=10, d_model=6, n_heads=2, positional="rope"), "head_dim=d_model//n_heads=3 must be even for positional='rope'"),
     (dict(vocab_size=10, d_model=9, n_heads=3), "d_model=9 must be even for positional='sinusoidal'"),
     (dict(vocab_size=10, pad_id=10), "pad_id=10 must be None or an int in [0, vocab_size) of both vocabularies"),

@@ -12,41 +12,72 @@ import torch.nn.functional as F
 from torch import Tensor
 from .attention import check_backend, check_dropout, check_int
 from .multihead import CrossKVCache, KVCache
-from .blocks import BLOCK_ACTIVATIONS, DecoderBlock, DecoderOnlyBlock, EncoderBlock, make_norm
+from .blocks import BLOCK_ACTIVATIONS, NORMS, DecoderBlock, DecoderOnlyBlock, EncoderBlock, make_norm
 from .masks import causal_mask
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEmbedding, alibi_bias
 
 # %% auto #0
 __all__ = ['POSITIONALS', 'PARAMETER_GROUPS', 'TransformerConfig', 'count_parameters', 'check_tokens', 'TokenEmbedding',
-           'Positions', 'DecoderCache', 'DecoderOnlyLM', 'lm_loss', 'TransformerStack', 'Transformer',
+           'Positions', 'DecoderCache', 'DecoderOnlyLM', 'unembed', 'lm_loss', 'TransformerStack', 'Transformer',
            'parameter_breakdown', 'sample_next']
 
 # %% ../nbs/08_transformer.ipynb #f4646063
-POSITIONALS = ("sinusoidal", "learned", "rope", "alibi", "none")
+POSITIONALS = ("sinusoidal", "learned", "rope", "alibi", "none")   # where positions enter: see `Positions`
 
 @dataclass
 class TransformerConfig:
-    "Every size and switch of `Transformer` and `DecoderOnlyLM`; checked when it is created."
+    """Every size and switch of `Transformer` and `DecoderOnlyLM`; checked when it is created.
+
+    Fields, with what each means and the values it accepts:
+
+    - vocab_size: V, the target vocabulary (and the source's unless src_vocab_size is set); a positive int.
+    - d_model: width of the residual stream; a positive int divisible by n_heads (default 512).
+    - n_heads: H, the query heads; head_dim = d_model // H (default 8).
+    - n_layers: blocks per stack, encoder and decoder alike unless n_encoder_layers / n_decoder_layers are set (default 6).
+    - d_ff: the FFN hidden width; a positive int, or None for 4·d_model (SwiGLU: LLaMA's 2/3 rule) (default 2048).
+    - dropout: on embeddings plus positions, attention weights, the FFN hidden layer and every sublayer output; in [0, 1) (default 0.1).
+    - max_len: the longest sequence (prompt plus generated tokens) the model accepts; a positive int (default 512).
+    - positional: one of POSITIONALS, "sinusoidal", "learned", "rope", "alibi" or "none" (default "sinusoidal").
+    - norm_first: True for pre-norm (GPT-2, LLaMA), False for post-norm (Vaswani et al. 2017) (default True).
+    - activation: one of BLOCK_ACTIVATIONS, "swiglu", "relu", "gelu", "gelu_tanh" or "silu" (default "relu").
+    - tie_embeddings: the unembedding is the token embedding (one matrix for a shared vocabulary) (default True).
+    - bias: biases in the projections, the FFNs and LayerNorm (default True).
+    - n_kv_heads: G key/value heads, each shared by H/G query heads; an int in [1, n_heads] that divides n_heads, or None for n_heads (multi-head); 1 is multi-query attention.
+    - qkv_bias: biases of the q/k/v projections; a bool, or None to follow bias.
+    - n_encoder_layers, n_decoder_layers: the depth of each stack apart; a positive int or None for n_layers.
+    - src_vocab_size: a separate source vocabulary; a positive int, or None for one shared vocabulary.
+    - norm: one of NORMS, "layer" (LayerNorm) or "rms" (RMSNorm) (default "layer").
+    - layer_norm_eps: the norms' ε; a number, or None for LayerNorm 1e-5, RMSNorm 1e-6.
+    - final_norm: a norm after the last block of each stack (pre-norm needs it; torch adds it) (default True).
+    - scale_embeddings: multiply token embeddings by √d_model, Vaswani et al. §3.4 (GPT-2: False) (default True).
+    - logit_scale: the factor on the final state before the unembedding; a number > 0, or None for d_model^-0.5 when the embeddings are tied and scaled, else 1 (see output_scale).
+    - pad_id: tokens equal to it are masked out as keys; None or an int in [0, vocab_size) of both vocabularies.
+    - rope_base: RoPE's θ base; a number > 1 (default 10000).
+    - backend: the attention backend of every block: "auto", "math", "sdpa", "flash" or "triton" (default "auto").
+    """
     vocab_size: int                  # V: target vocabulary (and the source's, unless src_vocab_size is set)
     d_model: int = 512               # width of the residual stream
-    n_heads: int = 8                 # H; head_dim = d_model // H
+    n_heads: int = 8                 # H (query heads); head_dim = d_model // H
     n_layers: int = 6                # blocks per stack (encoder and decoder alike, unless set apart below)
     d_ff: int|None = 2048            # FFN hidden width; None: 4·d_model (SwiGLU: LLaMA's ⅔ rule)
     dropout: float = 0.1             # on embeddings+positions, attention weights, FFN hidden and sublayer outputs
     max_len: int = 512               # longest sequence (prompt + generated tokens) the model accepts
-    positional: str = "sinusoidal"   # "sinusoidal" | "learned" | "rope" | "alibi" | "none"
+    positional: str = "sinusoidal"   # one of POSITIONALS
     norm_first: bool = True          # pre-norm (GPT-2, LLaMA) or post-norm (Vaswani et al. 2017)
-    activation: str = "relu"         # "relu" | "gelu" | "gelu_tanh" | "silu" | "swiglu"
+    activation: str = "relu"         # one of BLOCK_ACTIVATIONS
     tie_embeddings: bool = True      # unembedding = token embedding (and one matrix for a shared vocabulary)
     bias: bool = True                # biases in projections, FFNs and LayerNorm
-    # --- beyond the list in DESIGN.md
+    n_kv_heads: int|None = None      # G key/value heads (divides n_heads); None: n_heads; 1: multi-query
+    qkv_bias: bool|None = None       # biases of the q/k/v projections; None: bias
+    # --- more switches, for the chapters and the checkpoints
     n_encoder_layers: int|None = None  # None: n_layers
     n_decoder_layers: int|None = None  # None: n_layers
     src_vocab_size: int|None = None  # None: source and target share one vocabulary
-    norm: str = "layer"              # "layer" (LayerNorm) or "rms" (RMSNorm)
+    norm: str = "layer"              # one of NORMS: "layer" (LayerNorm) or "rms" (RMSNorm)
     layer_norm_eps: float|None = None  # None: LayerNorm 1e-5, RMSNorm 1e-6
     final_norm: bool = True          # a norm after the last block of each stack (pre-norm needs it; torch adds it)
     scale_embeddings: bool = True    # multiply token embeddings by √d_model (Vaswani et al. §3.4; GPT-2: False)
+    logit_scale: float|None = None   # factor before the unembedding; None: d_model^-0.5 if tied and scaled, else 1
     pad_id: int|None = None          # if set, tokens equal to pad_id are masked out as keys
     rope_base: float = 10000.0       # RoPE's θ base
     backend: str = "auto"            # attention backend of every block: "auto", "math", "sdpa", "flash", "triton"
@@ -57,17 +88,26 @@ class TransformerConfig:
             check_int(name, getattr(self, name), allow_none=True)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        check_int("n_kv_heads", self.n_kv_heads, maximum=self.n_heads, allow_none=True)
+        if self.n_kv_heads is not None and self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_kv_heads={self.n_kv_heads} must divide n_heads={self.n_heads} "
+                             "(each key/value head serves n_heads/n_kv_heads query heads)")
         check_dropout(self.dropout, "dropout")
         check_backend(self.backend)
         for name in ("norm_first", "tie_embeddings", "bias", "final_norm", "scale_embeddings"):
             if not isinstance(getattr(self, name), bool): raise TypeError(f"{name}={getattr(self, name)!r} must be a bool")
+        if self.qkv_bias is not None and not isinstance(self.qkv_bias, bool):
+            raise TypeError(f"qkv_bias={self.qkv_bias!r} must be a bool or None")
+        if self.logit_scale is not None and (isinstance(self.logit_scale, bool) or not isinstance(self.logit_scale, (int, float))
+                                             or not 0 < self.logit_scale < math.inf):
+            raise ValueError(f"logit_scale={self.logit_scale!r} must be None or a finite number > 0")
         if isinstance(self.rope_base, bool) or not isinstance(self.rope_base, (int, float)) or not self.rope_base > 1:
             raise ValueError(f"rope_base={self.rope_base!r} must be a number > 1")
         if self.positional not in POSITIONALS: raise ValueError(f"positional={self.positional!r} must be one of {POSITIONALS}")
         if self.activation not in BLOCK_ACTIVATIONS:
             raise ValueError(f"activation={self.activation!r} must be one of {BLOCK_ACTIVATIONS}")
         if self.d_ff is None and self.activation != "swiglu": self.d_ff = 4 * self.d_model
-        if self.norm not in ("layer", "rms"): raise ValueError(f"norm={self.norm!r} must be 'layer' or 'rms'")
+        if self.norm not in NORMS: raise ValueError(f"norm={self.norm!r} must be one of {NORMS}")
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"d_model={self.d_model} must be even for positional='sinusoidal' (sin/cos pairs)")
         if self.positional == "rope" and self.head_dim % 2:
@@ -79,9 +119,17 @@ class TransformerConfig:
     @property
     def head_dim(self) -> int: return self.d_model // self.n_heads
     @property
+    def kv_heads(self) -> int: return self.n_kv_heads or self.n_heads          # G
+    @property
     def encoder_layers(self) -> int: return self.n_encoder_layers or self.n_layers
     @property
     def decoder_layers(self) -> int: return self.n_decoder_layers or self.n_layers
+    @property
+    def output_scale(self) -> float:
+        "The factor on the final state before the unembedding: logit_scale, or d_model^-0.5 for tied, scaled embeddings."
+        if self.logit_scale is not None: return float(self.logit_scale)
+        return self.d_model ** -0.5 if self.tie_embeddings and self.scale_embeddings else 1.0
+
 
 # %% ../nbs/08_transformer.ipynb #3ae1c68c
 def count_parameters(module: nn.Module, # any model; works on the `meta` device too
@@ -182,7 +230,7 @@ class DecoderOnlyLM(nn.Module):
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(DecoderOnlyBlock(c.d_model, c.n_heads, c.d_ff, c.dropout, c.activation, c.norm_first,
                                                      c.bias, c.norm, c.layer_norm_eps, rotary=self.pos.rotary,
-                                                     backend=c.backend)
+                                                     n_kv_heads=c.n_kv_heads, qkv_bias=c.qkv_bias, backend=c.backend)
                                     for _ in range(c.decoder_layers))
         self.norm = make_norm(c.norm, c.d_model, c.layer_norm_eps, c.bias) if c.final_norm else nn.Identity()
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)   # unembedding U, weight (V, d_model)
@@ -195,17 +243,24 @@ class DecoderOnlyLM(nn.Module):
         "Next-token logits for every position (and the loss when `targets` is given)."
         past = _check_cache(cache, len(self.blocks))
         check_tokens(idx, self.config.vocab_size)
-        T = idx.shape[1]
+        T, c = idx.shape[1], self.config
         self.pos.check_length(T, past)
         x = self.drop(self.pos(self.tok(idx), offset=past))             # (B, T, d_model): the residual stream
         bias = self.pos.bias(T, past + T, x)                             # ALiBi (1, H, T, past+T) or None
         for i, block in enumerate(self.blocks):
             x = block(x, is_causal=True, attn_bias=bias, cache=None if cache is None else cache.layers[i])
-        logits = self.lm_head(self.norm(x))                              # (B, T, V)
+        logits = unembed(self.lm_head, self.norm(x), c.output_scale)     # (B, T, V)
         if targets is None: return logits
         return logits, lm_loss(logits, targets)
 
     def new_cache(self) -> DecoderCache: return DecoderCache(len(self.blocks))
+
+def unembed(lm_head: nn.Linear, # the unembedding U, weight (V, d_model)
+            h: Tensor, # the final state (B, T, d_model)
+            scale: float=1.0, # `TransformerConfig.output_scale`
+           ) -> Tensor: # logits (B, T, V)
+    "Logits h·Uᵀ, with h multiplied by `scale` first (d_model^-0.5 for tied, √d_model-scaled embeddings)."
+    return lm_head(h if scale == 1.0 else h * scale)
 
 def lm_loss(logits: Tensor, # (B, T, V)
             targets: Tensor, # (B, T) ids; -100 positions are ignored
@@ -224,7 +279,8 @@ class TransformerStack(nn.Module):
         super().__init__()
         c = self.config = config
         kw = dict(d_ff=c.d_ff, dropout=c.dropout, activation=c.activation, norm_first=c.norm_first, bias=c.bias,
-                  norm=c.norm, layer_norm_eps=c.layer_norm_eps, rotary=rotary, backend=c.backend)
+                  norm=c.norm, layer_norm_eps=c.layer_norm_eps, rotary=rotary, n_kv_heads=c.n_kv_heads,
+                  qkv_bias=c.qkv_bias, backend=c.backend)
         self.encoder = nn.ModuleList(EncoderBlock(c.d_model, c.n_heads, **kw) for _ in range(c.encoder_layers))
         self.decoder = nn.ModuleList(DecoderBlock(c.d_model, c.n_heads, **kw) for _ in range(c.decoder_layers))
         final = lambda: make_norm(c.norm, c.d_model, c.layer_norm_eps, c.bias) if c.final_norm else nn.Identity()
@@ -336,7 +392,7 @@ class Transformer(nn.Module):
             mask, causal = causal_mask(T, device=tgt.device) & keep, False  # (B, 1, T, T)
         x = self.drop(self.pos(self.tgt_embed(tgt), offset=past))         # (B, T, d_model)
         h = self.stack.decode(x, memory, mask, memory_mask, causal, self.pos.bias(T, past + T, x), cache)
-        return self.lm_head(h)                                            # (B, T, V)
+        return unembed(self.lm_head, h, self.config.output_scale)        # (B, T, V)
 
     def forward(self, src: Tensor, # (B, S) source ids
                 tgt: Tensor, # (B, T) target input ids (BOS y_1 ... y_{T-1})

@@ -10,116 +10,169 @@ from torch import nn
 from .attention import attend, check_backend, check_dropout, check_int, check_mask, scaled_dot_product_attention
 
 # %% auto #0
-__all__ = ['split_heads', 'merge_heads', 'attention_cost', 'KVCache', 'CrossKVCache', 'MultiHeadAttention']
+__all__ = ['split_heads', 'merge_heads', 'check_kv_heads', 'attention_cost', 'kv_cache_bytes', 'KVCache', 'CrossKVCache',
+           'MultiHeadAttention']
 
 # %% ../nbs/01_multihead.ipynb #60757fbb
-def split_heads(x: torch.Tensor, # (B, T, H*D)
+def split_heads(x: torch.Tensor, # (B, T, H·D)
                 n_heads: int, # H
                ) -> torch.Tensor:
-    "Cut the last dim into `n_heads` heads: (B, T, H*D) -> (B, H, T, D)."
+    "Cut the last dim into `n_heads` heads: (B, T, H·D) -> (B, H, T, D)."
     B, T, E = x.shape
     if E % n_heads: raise ValueError(f"x.shape[-1]={E} must be divisible by n_heads={n_heads}")
     return x.view(B, T, n_heads, E // n_heads).transpose(1, 2)     # (B, T, H, D) -> (B, H, T, D)
 
 def merge_heads(x: torch.Tensor, # (B, H, T, D)
                ) -> torch.Tensor:
-    "Concatenate the heads again: (B, H, T, D) -> (B, T, H*D)."
+    "Concatenate the heads again: (B, H, T, D) -> (B, T, H·D)."
     B, H, T, D = x.shape
-    return x.transpose(1, 2).reshape(B, T, H * D)                  # (B, T, H, D) -> (B, T, H*D)
+    return x.transpose(1, 2).reshape(B, T, H * D)                  # (B, T, H, D) -> (B, T, H·D)
+
 
 # %% ../nbs/01_multihead.ipynb #2be40583
+def check_kv_heads(n_heads: int, # H, already checked
+                   n_kv_heads, # G: None (= H) or a positive int dividing H
+                  ) -> int:
+    "Return G (H when `n_kv_heads` is None); raise `TypeError`/`ValueError` naming both numbers unless G divides H."
+    G = check_int("n_kv_heads", n_kv_heads, allow_none=True)
+    if G is None: return n_heads
+    if n_heads % G:
+        raise ValueError(f"n_kv_heads={G} must divide n_heads={n_heads}: each key/value head is shared by "
+                         "n_heads / n_kv_heads query heads (so 1 <= n_kv_heads <= n_heads)")
+    return G
+
 def attention_cost(d_model: int, # model width
                    n_heads: int, # H; each head has d_k = d_model // H
                    q_len: int, # Lq
                    k_len: int|None=None, # Lk (default Lq)
-                   bias: bool=True, # whether the four projections have biases
+                   bias: bool=True, # whether the projections have biases (out_proj's, and q/k/v's unless qkv_bias says otherwise)
+                   n_kv_heads: int|None=None, # G key/value heads (default H); G divides H
+                   qkv_bias: bool|None=None, # biases of the q, k, v projections (default `bias`)
                   ) -> dict:
-    "Parameters and matmul FLOPs (2 per multiply-add) of one multi-head attention call on one sequence."
+    "Parameters, matmul FLOPs (2 per multiply-add) and cached elements of one self-attention call on one sequence."
     k_len = q_len if k_len is None else k_len
     for name, val in (("d_model", d_model), ("n_heads", n_heads), ("q_len", q_len), ("k_len", k_len)): check_int(name, val)
     if d_model % n_heads: raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+    G = check_kv_heads(n_heads, n_kv_heads)
+    qkv_bias = bias if qkv_bias is None else qkv_bias
     d_k = d_model // n_heads
+    d_kv = G * d_k                                                               # width of K (and of V)
     return dict(
-        params=4 * d_model * d_model + (4 * d_model if bias else 0),              # W_Q, W_K, W_V, W_O (+ biases)
-        proj_flops=2 * d_model * d_model * (2 * q_len + 2 * k_len),              # Q and output from Lq rows, K and V from Lk
-        score_flops=n_heads * 2 * q_len * k_len * d_k,                           # Q_h K_h^T for every head
-        mix_flops=n_heads * 2 * q_len * k_len * d_k,                             # A_h V_h for every head
+        params=(2 * d_model * d_model + 2 * d_model * d_kv                       # W_Q, W_O (d x d), W_K, W_V (d x G·d_k)
+                + ((d_model + 2 * d_kv) if qkv_bias else 0) + (d_model if bias else 0)),  # q/k/v biases, out_proj's bias
+        proj_flops=2 * d_model * (2 * d_model * q_len + 2 * d_kv * k_len),       # Q and output from Lq rows, K and V from Lk
+        score_flops=n_heads * 2 * q_len * k_len * d_k,                           # Q_h K_g^T for every query head
+        mix_flops=n_heads * 2 * q_len * k_len * d_k,                             # A_h V_g for every query head
         softmax_elements=n_heads * q_len * k_len,                                # exps (and weights stored): grows with H
+        kv_cache_elements=2 * k_len * d_kv,                                      # K and V kept for decoding: grows with G
     )
 
+def kv_cache_bytes(n_kv_heads: int, # G key/value heads per layer
+                   d_head: int, # D, the width of one head
+                   seq_len: int, # T tokens cached
+                   n_layers: int=1, # attention layers, each with its own cache
+                   batch: int=1, # B sequences
+                   dtype: torch.dtype=torch.bfloat16, # the cache's element type
+                  ) -> int:
+    "Bytes of the keys and values a decoder keeps: 2 x n_layers x B x G x T x D x the element size."
+    for name, val in (("n_kv_heads", n_kv_heads), ("d_head", d_head), ("n_layers", n_layers), ("batch", batch)): check_int(name, val)
+    check_int("seq_len", seq_len, minimum=0)
+    if not isinstance(dtype, torch.dtype): raise TypeError(f"dtype={dtype!r} must be a torch.dtype")
+    return 2 * n_layers * batch * n_kv_heads * seq_len * d_head * dtype.itemsize
+
+
 # %% ../nbs/01_multihead.ipynb #837e9266
+def _nbytes(*tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+
 class KVCache:
-    "The keys and values seen so far by one attention layer, (B, H, T, D) each, grown explicitly by `append`."
+    "The keys and values seen so far by one attention layer, (B, G, T, D) each, grown explicitly by `append`."
     def __init__(self): self.k = self.v = None
     def __len__(self): return 0 if self.k is None else self.k.shape[-2]
-    def append(self, k: torch.Tensor, v: torch.Tensor): # new keys/values (B, H, t, D)
+    def nbytes(self) -> int:
+        "Bytes held by the cached keys and values: 2 x B x G x T x D x the element size."
+        return _nbytes(self.k, self.v)
+    def append(self, k: torch.Tensor, v: torch.Tensor): # new keys/values (B, G, t, D)
         "Add `k`, `v` after the cached ones and return all keys and values."
         if self.k is not None and (k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1] or v.shape[-1] != self.v.shape[-1]):
             raise ValueError(f"k.shape={tuple(k.shape)}, v.shape={tuple(v.shape)} must match the cached "
-                             f"{tuple(self.k.shape)}, {tuple(self.v.shape)} in all dims but -2 (B, H and D)")
-        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)  # (B, H, T+t, D)
-        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)  # (B, H, T+t, Dv)
+                             f"{tuple(self.k.shape)}, {tuple(self.v.shape)} in all dims but -2 (B, key/value heads and D)")
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)  # (B, G, T+t, D)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)  # (B, G, T+t, Dv)
         return self.k, self.v
 
 class CrossKVCache:
-    "The keys and values of one fixed memory (an encoder output), (B, H, S, D) each: set by the first call, then reused."
+    "The keys and values of one fixed memory (an encoder output), (B, G, S, D) each: set by the first call, then reused."
     def __init__(self): self.k = self.v = None
     def __len__(self): return 0 if self.k is None else self.k.shape[-2]
+    def nbytes(self) -> int:
+        "Bytes held by the memory's keys and values: 2 x B x G x S x D x the element size."
+        return _nbytes(self.k, self.v)
+
 
 # %% ../nbs/01_multihead.ipynb #e409bdfb
 class MultiHeadAttention(nn.Module):
-    "Multi-head attention, batch-first, with a fused QKV projection and a choice of attention backend."
+    "Multi-head attention, batch-first, with a fused QKV projection, G key/value heads (grouped-query) and a choice of backend."
     def __init__(self, d_model: int, # model width E; the output has this width too
-                 n_heads: int, # H; each head has d_k = d_model // H
-                 bias: bool=True, # biases in the four projections
+                 n_heads: int, # H query heads; each head has d_k = d_model // H
+                 bias: bool=True, # biases in the projections (out_proj's; q/k/v's unless `qkv_bias` is given)
                  dropout: float=0.0, # dropout on the attention weights (training only)
                  kdim: int|None=None, # width of `key` if not d_model
                  vdim: int|None=None, # width of `value` if not d_model
                  backend: str="auto", # attention backend (see `attention.attend`)
-                 rotary=None, # rotary(x, positions) -> x for x (B, H, T, D); applied to q and k after the head split
+                 rotary=None, # rotary(x, positions) -> x for x (B, heads, T, D); applied to q and k after the head split
+                 n_kv_heads: int|None=None, # G key/value heads, each shared by H/G query heads; None = H (multi-head), 1 = multi-query
+                 qkv_bias: bool|None=None, # biases of the q, k, v projections; None = `bias`
                 ):
         super().__init__()
         check_int("d_model", d_model); check_int("n_heads", n_heads)
         if d_model % n_heads: raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+        G = check_kv_heads(n_heads, n_kv_heads)
         check_int("kdim", kdim, allow_none=True); check_int("vdim", vdim, allow_none=True)
         check_dropout(dropout, "dropout")
         check_backend(backend)
-        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        if qkv_bias is not None and not isinstance(qkv_bias, bool): raise TypeError(f"qkv_bias={qkv_bias!r} must be a bool or None")
+        qkv_bias = bias if qkv_bias is None else qkv_bias
+        self.d_model, self.n_heads, self.n_kv_heads, self.d_head = d_model, n_heads, G, d_model // n_heads
         self.kdim, self.vdim = kdim or d_model, vdim or d_model
         self.dropout, self.backend, self.rotary = dropout, backend, rotary
         self.fused = self.kdim == d_model and self.vdim == d_model
-        if self.fused: self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)  # rows: [W_Q; W_K; W_V]
+        q_width, kv_width = n_heads * self.d_head, G * self.d_head  # H·D = d_model, G·D
+        self.qkv_widths = (q_width, kv_width, kv_width)
+        if self.fused: self.in_proj = nn.Linear(d_model, q_width + 2 * kv_width, bias=qkv_bias)  # rows: [W_Q; W_K; W_V]
         else:
-            self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-            self.k_proj = nn.Linear(self.kdim, d_model, bias=bias)
-            self.v_proj = nn.Linear(self.vdim, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+            self.q_proj = nn.Linear(d_model, q_width, bias=qkv_bias)
+            self.k_proj = nn.Linear(self.kdim, kv_width, bias=qkv_bias)
+            self.v_proj = nn.Linear(self.vdim, kv_width, bias=qkv_bias)
+        self.out_proj = nn.Linear(q_width, d_model, bias=bias)
+
 
 # %% ../nbs/01_multihead.ipynb #7cb748f4
 def _project_qkv(self, query, key=None, value=None):
-    "Project to per-head queries, keys and values, each (B, H, T, D); key defaults to query, value to key."
+    "Project to per-head queries (B, H, Lq, D) and keys, values (B, G, Lk, D); key defaults to query, value to key."
     self_attn = key is None and value is None
     key = query if key is None else key
     value = key if value is None else value
-    H = self.n_heads
+    H, G = self.n_heads, self.n_kv_heads
     if self.fused and self_attn:                                    # one matmul for Q, K and V
-        B, T, E = query.shape
-        qkv = self.in_proj(query).view(B, T, 3, H, self.d_head)    # (B, T, 3, H, D)
-        return qkv.permute(2, 0, 3, 1, 4).unbind(0)                 # 3 x (B, H, T, D)
-    if self.fused:                                                  # the same weights, one slice per input
-        W, b = self.in_proj.weight.chunk(3), (self.in_proj.bias.chunk(3) if self.in_proj.bias is not None else (None,) * 3)
+        q, k, v = self.in_proj(query).split(self.qkv_widths, -1)    # (B, T, H·D), (B, T, G·D), (B, T, G·D)
+    elif self.fused:                                                # the same weights, one slice per input
+        W = self.in_proj.weight.split(self.qkv_widths)
+        b = self.in_proj.bias.split(self.qkv_widths) if self.in_proj.bias is not None else (None,) * 3
         q, k, v = (F.linear(x, w, bb) for x, w, bb in zip((query, key, value), W, b))
     else: q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)
-    return split_heads(q, H), split_heads(k, H), split_heads(v, H)  # 3 x (B, H, T, D)
+    return split_heads(q, H), split_heads(k, G), split_heads(v, G)  # (B, H, Lq, D), (B, G, Lk, D), (B, G, Lk, D)
 
 def _project_q(self, query):
     "Project only the queries, (B, H, Lq, D): what a call needs when the keys and values are cached."
     if self.fused:
-        w, b = self.in_proj.weight[:self.d_model], None if self.in_proj.bias is None else self.in_proj.bias[:self.d_model]
+        n = self.qkv_widths[0]
+        w, b = self.in_proj.weight[:n], None if self.in_proj.bias is None else self.in_proj.bias[:n]
         return split_heads(F.linear(query, w, b), self.n_heads)     # the W_Q rows of the fused weight
     return split_heads(self.q_proj(query), self.n_heads)
 
 MultiHeadAttention.project_qkv, MultiHeadAttention.project_q = _project_qkv, _project_q
+
 
 # %% ../nbs/01_multihead.ipynb #61b19b5d
 def _check_inputs(self, query, key, value, mask, attn_bias):
@@ -171,14 +224,14 @@ def _forward(self, query: torch.Tensor, # (B, Lq, d_model)
         raise ValueError(f"positions must be a tensor of shape (Lq,) or (B, Lq) with Lq={query.shape[1]}, got "
                          f"{tuple(positions.shape) if isinstance(positions, torch.Tensor) else type(positions).__name__}")
     if reuse: q, k, v = self.project_q(query), cache.k, cache.v      # the memory is not read again
-    else: q, k, v = self.project_qkv(query, key, value)             # (B, H, Lq, D), (B, H, Lk, D), (B, H, Lk, Dv)
+    else: q, k, v = self.project_qkv(query, key, value)             # (B, H, Lq, D), (B, G, Lk, D), (B, G, Lk, Dv)
     past = len(cache) if isinstance(cache, KVCache) else 0
     if self.rotary is not None:
         q_pos = positions if positions is not None else torch.arange(past, past + q.shape[-2], device=q.device)
         k_pos = q_pos if key is None else torch.arange(past, past + k.shape[-2], device=k.device)
         q = self.rotary(q, q_pos)                                    # (B, H, Lq, D)
-        if not reuse: k = self.rotary(k, k_pos)                      # (B, H, Lk, D); cached keys are rotated already
-    if isinstance(cache, KVCache): k, v = cache.append(k, v)        # (B, H, past + Lk, D)
+        if not reuse: k = self.rotary(k, k_pos)                      # (B, G, Lk, D); cached keys are rotated already
+    if isinstance(cache, KVCache): k, v = cache.append(k, v)        # (B, G, past + Lk, D)
     elif cache is not None and not reuse: cache.k, cache.v = k, v   # the first call fills the CrossKVCache
     Lq, Lk = q.shape[-2], k.shape[-2]
     check_mask(mask, (q.shape[0], self.n_heads, Lq, Lk), is_causal)
