@@ -185,7 +185,7 @@ def test_trained_char_lm_round_trip(tmp_path):
     assert not torch.equal(before, model.tok.weight)
     save_pretrained(model.eval(), tmp_path)
     ref = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32).eval()
-    x = data.batch(torch.arange(2)[:, None] + torch.arange(32))["idx"]
+    x = data.batch(torch.tensor([0, 5]))["idx"]
     with torch.no_grad():
         assert rel(model(x), ref(x).logits) < 1e-5
         p = x[:1, :4]
