@@ -331,3 +331,32 @@ def test_config_round_trip():
         keep = lambda x: {k: v for k, v in dataclasses.asdict(x).items() if k not in ("backend", "layer_norm_eps", "qkv_bias", "n_kv_heads")}
         assert keep(back) == keep(c), (kind, keep(back), keep(c))
         assert (back.n_kv_heads or back.n_heads) == (c.n_kv_heads or c.n_heads)
+
+def test_defaults_are_transformers_defaults():
+    "A field missing from config.json means what the transformers config class assumes."
+    classes = dict(gpt2=GPT2Config, llama=LlamaConfig, mistral=MistralConfig, qwen2=Qwen2Config)
+    for fam, C in classes.items():
+        c = C()
+        for k, v in ck._DEFAULTS[fam].items():
+            if k.startswith("rope_") or k == "layer_types": continue        # 5.x keeps these in rope_parameters / derives them
+            if k == "num_key_value_heads" and v is None: v = c.num_attention_heads
+            if k == "head_dim" and v is None: v = c.hidden_size // c.num_attention_heads
+            if fam == "qwen2" and k == "sliding_window": continue          # 5.x stores None unless use_sliding_window
+            assert getattr(c, k) == v, (fam, k, getattr(c, k), v)
+        if fam != "gpt2": assert c.rope_parameters["rope_theta"] == ck._DEFAULTS[fam]["rope_theta"]
+
+def test_qwen2_layer_types_rule(tmp_path):
+    "Sliding layers only from max_window_layers on, and only with use_sliding_window (transformers' rule)."
+    reference("qwen2").save_pretrained(tmp_path)
+    edit_config(tmp_path, use_sliding_window=True, sliding_window=16, max_window_layers=2, layer_types=None)
+    from_pretrained(tmp_path)                                                    # 2 layers, both below max_window_layers
+    edit_config(tmp_path, max_window_layers=1)
+    with pytest.raises(ValueError, match="sliding_window=16 is not supported"): from_pretrained(tmp_path)
+    edit_config(tmp_path, use_sliding_window=False, layer_types=["sliding_attention"] * 2)
+    from_pretrained(tmp_path)                                                    # window off: no layer slides
+
+def test_rope_scaling_default_is_accepted(tmp_path):
+    ref = reference("llama")
+    ref.save_pretrained(tmp_path)
+    edit_config(tmp_path, rope_scaling={"rope_type": "default", "rope_theta": 500.0})
+    check_equal(from_pretrained(tmp_path), ref, torch.float32)
