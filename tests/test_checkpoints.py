@@ -360,3 +360,18 @@ def test_rope_scaling_default_is_accepted(tmp_path):
     ref.save_pretrained(tmp_path)
     edit_config(tmp_path, rope_scaling={"rope_type": "default", "rope_theta": 500.0})
     check_equal(from_pretrained(tmp_path), ref, torch.float32)
+
+def test_bfloat16_checkpoint(tmp_path):
+    "A bfloat16 checkpoint loads in bfloat16 by default, and as exact float32 upcasts on request."
+    ref = reference("qwen2", torch.bfloat16)
+    ref.save_pretrained(tmp_path, max_shard_size="8KB")
+    ours = from_pretrained(tmp_path)
+    assert {p.dtype for p in ours.parameters()} == {torch.bfloat16}
+    up = from_pretrained(tmp_path, dtype=torch.float32)
+    q = ref.model.layers[1].self_attn
+    expect = torch.cat([q.q_proj.weight, q.k_proj.weight, q.v_proj.weight]).float()
+    assert torch.equal(up.blocks[1].self_attn.sublayer.in_proj.weight, expect)
+    assert torch.equal(up.tok.weight, ref.model.embed_tokens.weight.float())
+    x = ids()
+    with torch.no_grad():                                    # same weights, bfloat16 arithmetic on both sides
+        assert rel(ours(x).float(), ref(x).logits.float()) < 0.02   # measured about 5e-3
