@@ -1,4 +1,5 @@
 """Tests for transformer_lit.blocks: equality with torch's Transformer layers, the KV cache, causality, bad input."""
+import re
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
@@ -327,7 +328,7 @@ def test_construction_choices():
 @pytest.mark.parametrize("call,exc,msg", [
     (lambda: EncoderBlock(D, H, FF, activation="tanh"), ValueError,
      r"activation='tanh' must be one of \('swiglu', 'relu', 'gelu', 'gelu_tanh', 'silu'\)"),
-    (lambda: DecoderBlock(D, H, FF, norm="batch"), ValueError, "norm='batch' must be one of ("),
+    (lambda: DecoderBlock(D, H, FF, norm="batch"), ValueError, "norm='batch' must be one of"),
     (lambda: DecoderOnlyBlock(D, H, FF, norm_first=1), TypeError, "norm_first=1 must be a bool"),
     (lambda: EncoderBlock(10, 3, FF), ValueError, "d_model=10 must be divisible by n_heads=3"),
     (lambda: EncoderBlock(D, H, FF, dropout=1.0), ValueError, r"dropout=1.0 must be a number in \[0, 1\)"),
@@ -364,3 +365,74 @@ def test_bad_forward_input():
         gpt(x, cache={})
     with pytest.raises(ValueError, match=r"mask.shape=\(4, 4\) must be broadcastable to \(\.\.\., Lq, Lk\)=\(2, 4, 3, 3\)"):
         EncoderBlock(D, H, FF)(x, mask=causal_mask(4))
+
+
+# ---------------------------------------------------------------- grouped-query attention in the blocks
+def repeated_kv_state(gqa_block, n_rep):
+    "The state dict of an MHA block equal to `gqa_block`: every K/V head of each fused in_proj repeated n_rep times."
+    sd = {}
+    for name, t in gqa_block.state_dict().items():
+        if name.endswith("in_proj.weight") or name.endswith("in_proj.bias"):
+            d_head = gqa_block.d_model // gqa_block.n_heads
+            q, kv = t[:gqa_block.d_model], t[gqa_block.d_model:]
+            k, v = kv.chunk(2, 0)                                               # (G·D, ...) each
+            rep = lambda w: w.reshape(-1, d_head, *w.shape[1:]).repeat_interleave(n_rep, 0).reshape(-1, *w.shape[1:])
+            t = torch.cat([q, rep(k), rep(v)], 0)                               # (3·H·D, ...)
+        sd[name] = t
+    return sd
+
+
+@pytest.mark.parametrize("cls", [EncoderBlock, DecoderOnlyBlock, DecoderBlock])
+@pytest.mark.parametrize("G", [1, 2])
+@pytest.mark.parametrize("qkv_bias", [None, True])
+def test_gqa_block_equals_mha_with_repeated_kv(cls, G, qkv_bias):
+    torch.manual_seed(20)
+    kw = dict(activation="swiglu", norm="rms", bias=False) if qkv_bias else {}
+    gqa = cls(D, H, FF, n_kv_heads=G, qkv_bias=qkv_bias, **kw).double().eval()
+    mha = cls(D, H, FF, qkv_bias=qkv_bias, **kw).double().eval()
+    mha.load_state_dict(repeated_kv_state(gqa, H // G))
+    assert gqa.n_kv_heads == G and mha.n_kv_heads == H
+    x, mem = torch.randn(2, 6, D, dtype=F64), torch.randn(2, 5, D, dtype=F64)
+    args = (x, mem) if cls is DecoderBlock else (x,)
+    torch.testing.assert_close(gqa(*args, is_causal=True), mha(*args, is_causal=True), atol=1e-12, rtol=0)
+    n_bias = 2 if qkv_bias or kw.get("bias", True) else 0
+    attn = gqa.self_attn.sublayer
+    assert sum(p.numel() for p in attn.parameters()) == D * (H + 2 * G) * (D // H) + H * (D // H) * D + \
+        (H + 2 * G) * (D // H) * (qkv_bias or kw.get("bias", True)) + D * kw.get("bias", True)
+
+
+@pytest.mark.parametrize("G", [1, 2, H])
+@pytest.mark.parametrize("name", ["llama-like", "alibi", "post-norm relu"])
+def test_gqa_cached_decoding_equals_full(name, G):
+    torch.manual_seed(21)
+    blk, bias_fn = build({**CONFIGS[name], "n_kv_heads": G})
+    x = torch.randn(2, 8, D, dtype=F64)
+    full = blk(x, is_causal=True, **({} if bias_fn is None else dict(attn_bias=bias_fn(8, 8))))
+    out, cache = run_chunks(blk, x, [3, 1, 4], bias_fn)
+    assert cache.k.shape == cache.v.shape == (2, G, 8, D // H)                 # (B, G, T, D)
+    assert cache.nbytes() == 2 * 2 * G * 8 * (D // H) * 8
+    torch.testing.assert_close(out, full, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("G", [1, 2, H])
+def test_gqa_decoder_block_caches_hold_g_heads(G):
+    torch.manual_seed(22)
+    blk = DecoderBlock(D, H, FF, n_kv_heads=G).double().eval()
+    x, mem = torch.randn(2, 7, D, dtype=F64), torch.randn(2, 4, D, dtype=F64)
+    full = blk(x, mem, is_causal=True)
+    mc = CrossKVCache()
+    out, cache = run_chunks(blk, x, [3, 1, 3], memory=mem, memory_cache=mc)
+    torch.testing.assert_close(out, full, atol=1e-10, rtol=0)
+    assert cache.k.shape == (2, G, 7, D // H) and mc.k.shape == (2, G, 4, D // H)
+
+
+@pytest.mark.parametrize("cls", [EncoderBlock, DecoderBlock, DecoderOnlyBlock])
+@pytest.mark.parametrize("kw,exc,msg", [
+    (dict(n_kv_heads=3), ValueError, "n_kv_heads=3 must divide n_heads=4"),
+    (dict(n_kv_heads=8), ValueError, "n_kv_heads=8 must divide n_heads=4"),
+    (dict(n_kv_heads=0), ValueError, "n_kv_heads=0 must be a positive int"),
+    (dict(n_kv_heads=-2), ValueError, "n_kv_heads=-2 must be a positive int"),
+    (dict(n_kv_heads=True), TypeError, "n_kv_heads=True must be a positive int"),
+])
+def test_gqa_bad_n_kv_heads(cls, kw, exc, msg):
+    with pytest.raises(exc, match=re.escape(msg)): cls(D, H, FF, **kw)

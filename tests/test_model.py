@@ -512,3 +512,173 @@ def test_config_backend_reaches_every_attention(kind):
     for g0, g1 in zip(outs[0][1], outs[1][1]): torch.testing.assert_close(g0, g1, atol=1e-10, rtol=0)
     with pytest.raises(ValueError, match=r"backend='fastest' must be one of \['auto', 'flash', 'math', 'sdpa', 'triton'\]"):
         TransformerConfig(11, d_model=16, n_heads=2, backend="fastest")
+
+
+# ---------------------------------------------------------------- grouped-query attention in the models
+@pytest.mark.parametrize("kw,exc,msg", [
+    (dict(n_kv_heads=3), ValueError, "n_kv_heads=3 must divide n_heads=8"),
+    (dict(n_kv_heads=16), ValueError, "n_kv_heads=16 must be an int in [1, 8] or None"),
+    (dict(n_kv_heads=0), ValueError, "n_kv_heads=0 must be an int in [1, 8] or None"),
+    (dict(n_kv_heads=-1), ValueError, "n_kv_heads=-1 must be an int in [1, 8] or None"),
+    (dict(n_kv_heads=True), TypeError, "n_kv_heads=True must be an int in [1, 8] or None"),
+    (dict(n_kv_heads=2.0), TypeError, "n_kv_heads=2.0 must be an int"),
+    (dict(qkv_bias=1), TypeError, "qkv_bias=1 must be a bool or None"),
+    (dict(logit_scale=0), ValueError, "logit_scale=0 must be None or a finite number > 0"),
+    (dict(logit_scale=float("inf")), ValueError, "logit_scale=inf must be None or a finite number > 0"),
+    (dict(logit_scale=True), ValueError, "logit_scale=True must be None or a finite number > 0")])
+def test_config_rejects_bad_gqa_and_scale(kw, exc, msg):
+    with pytest.raises(exc, match=re.escape(msg)): TransformerConfig(vocab_size=10, **kw)
+
+def test_config_documents_every_field():
+    from transformer_lit.model import BLOCK_ACTIVATIONS, NORMS
+    doc = TransformerConfig.__doc__
+    for f in dataclasses.fields(TransformerConfig): assert re.search(rf"[- ,]{f.name}[:,]", doc), f.name
+    for s in POSITIONALS + BLOCK_ACTIVATIONS + NORMS: assert f'"{s}"' in doc, s
+    assert "*" not in doc
+
+def blocks_of(model):
+    return list(model.blocks) if isinstance(model, DecoderOnlyLM) else list(model.stack.encoder) + list(model.stack.decoder)
+
+@pytest.mark.parametrize("G", [1, 2, 4])
+@pytest.mark.parametrize("cls", [DecoderOnlyLM, Transformer])
+def test_n_kv_heads_reaches_every_attention(cls, G):
+    torch.manual_seed(0)
+    m = cls(tiny(n_kv_heads=G, n_decoder_layers=3, qkv_bias=False))
+    attns = [getattr(b, a).sublayer for b in blocks_of(m) for a in ("self_attn", "cross_attn") if hasattr(b, a)]
+    assert len(attns) == (2 if cls is DecoderOnlyLM else 2 + 2 * 3) or cls is DecoderOnlyLM and len(attns) == 3
+    assert all(a.n_kv_heads == G and a.n_heads == 4 for a in attns)
+    assert all(a.in_proj.bias is None and a.out_proj.bias is not None for a in attns)   # qkv_bias=False, bias=True
+    D, d = 4, 16
+    per_attn = d * (4 + 2 * G) * D + 4 * D * d + d                      # weights plus out_proj's bias
+    assert parameter_breakdown(m)["attention"] == len(attns) * per_attn
+
+def test_stack_takes_n_kv_heads():
+    st_ = TransformerStack(tiny(n_kv_heads=2))
+    assert all(b.self_attn.sublayer.n_kv_heads == 2 for b in list(st_.encoder) + list(st_.decoder))
+    assert all(b.cross_attn.sublayer.n_kv_heads == 2 for b in st_.decoder)
+
+@pytest.mark.parametrize("G", [1, 2, 4])
+@pytest.mark.parametrize("kind", ["rope", "alibi", "learned"])
+def test_gqa_lm_cached_equals_full(kind, G):
+    lm = lm64(positional=kind, n_kv_heads=G, norm="rms", activation="swiglu", bias=False)
+    ids = torch.randint(0, 40, (2, 11))
+    full = lm(ids)
+    cache = lm.new_cache()
+    steps = torch.cat([lm(ids[:, s:e], cache=cache) for s, e in ((0, 4), (4, 5), (5, 8), (8, 11))], 1)
+    torch.testing.assert_close(steps, full, atol=1e-10, rtol=0)
+    assert all(c.k.shape == (2, G, 11, 4) for c in cache.layers)
+    assert cache.nbytes() == 2 * 2 * 2 * G * 11 * 4 * 8                        # 2 layers, K and V, B·G·T·D float64
+    assert torch.equal(lm.generate(ids[:, :3], 8, greedy=True), lm.generate(ids[:, :3], 8, greedy=True, use_cache=False))
+
+@pytest.mark.parametrize("G", [1, 2, 4])
+def test_gqa_seq2seq_cached_equals_full(G):
+    m = s2s64(n_kv_heads=G, positional="rope")
+    src, tgt = torch.randint(0, 40, (2, 6)), torch.randint(0, 40, (2, 7))
+    memory, mask = m.encode(src)
+    full = m.decode(tgt, memory, mask)
+    cache = m.new_cache()
+    steps = torch.cat([m.decode(tgt[:, s:e], memory, mask, cache=cache) for s, e in ((0, 3), (3, 4), (4, 7))], 1)
+    torch.testing.assert_close(steps, full, atol=1e-10, rtol=0)
+    assert cache.nbytes() == 2 * (2 * 2 * G * 7 * 4 * 8 + 2 * 2 * G * 6 * 4 * 8)  # self + cross caches, 2 layers
+    sampled = [m.generate(src, 6, bos_id=1, temperature=1.2, generator=torch.Generator().manual_seed(3), use_cache=c) for c in (True, False)]
+    assert torch.equal(*sampled)
+
+def test_decoder_cache_nbytes_is_g_over_h():
+    sizes = {}
+    for G in (1, 2, 4):
+        lm = lm64(n_kv_heads=G); c = lm.new_cache(); lm(torch.randint(0, 40, (3, 9)), cache=c); sizes[G] = c.nbytes()
+    assert sizes[1] * 4 == sizes[2] * 2 == sizes[4]
+
+@pytest.mark.parametrize("G", [1, 2, 4])
+@pytest.mark.parametrize("cls", [DecoderOnlyLM, Transformer])
+def test_gqa_model_trains(cls, G):
+    torch.manual_seed(1)
+    m = cls(tiny(n_kv_heads=G, positional="rope"))
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    ids = (torch.randint(0, 40, (8, 1)) + torch.arange(12)) % 40          # a learnable rule: next = current + 1
+    def loss():
+        if cls is DecoderOnlyLM: return m(ids[:, :-1], targets=ids[:, 1:])[1]
+        return m(ids, ids[:, :-1], targets=ids[:, 1:])[1]                # copy the source, shifted
+    losses = []
+    for _ in range(20):
+        opt.zero_grad(); l = loss(); l.backward(); opt.step(); losses.append(l.item())
+    assert losses[-1] < 0.7 * losses[0], losses
+
+def test_gqa_parameter_count_formula_llama2_70b_shape():
+    V, d, L, H, G, ff = 32000, 8192, 80, 64, 8, 28672
+    m = meta(DecoderOnlyLM, vocab_size=V, d_model=d, n_heads=H, n_kv_heads=G, n_layers=L, d_ff=ff, max_len=4096,
+             positional="rope", norm="rms", activation="swiglu", bias=False, tie_embeddings=False, scale_embeddings=False)
+    D = d // H
+    assert count_parameters(m) == 2 * V * d + L * (d * (H + 2 * G) * D + H * D * d + 3 * d * ff + 2 * d) + d
+    assert count_parameters(m) == 68_976_648_192
+
+# ---------------------------------------------------------------- the untrained model starts near ln V
+INIT_CASES = [(cls, V, d, tie, scale, pos) for cls in ("lm", "s2s") for V, d in ((50, 64), (1000, 128), (8000, 512))
+              for tie, scale in ((True, True), (False, True), (True, False), (False, False))
+              for pos in ("sinusoidal", "learned", "rope")]
+
+@pytest.mark.parametrize("cls,V,d,tie,scale,pos", INIT_CASES)
+def test_initial_loss_near_ln_v(cls, V, d, tie, scale, pos):
+    torch.manual_seed(0)
+    c = TransformerConfig(vocab_size=V, d_model=d, n_heads=8, n_layers=2, dropout=0.0, positional=pos,
+                          tie_embeddings=tie, scale_embeddings=scale)
+    ids = torch.randint(0, V, (4, 33))
+    with torch.no_grad():
+        if cls == "lm": loss = DecoderOnlyLM(c).eval()(ids[:, :-1], targets=ids[:, 1:])[1]
+        else: loss = Transformer(c).eval()(torch.randint(0, V, (4, 20)), ids[:, :-1], targets=ids[:, 1:])[1]
+    assert abs(loss.item() / math.log(V) - 1) < 0.05, (loss.item(), math.log(V))
+
+@pytest.mark.parametrize("cls", [DecoderOnlyLM, Transformer])
+def test_default_config_starts_near_ln_v_and_unscaled_logits_did_not(cls):
+    torch.manual_seed(0)
+    V = 8000
+    ids = torch.randint(0, V, (2, 33))
+    def first_loss(**kw):
+        m = cls(TransformerConfig(vocab_size=V, **kw)).eval()
+        with torch.no_grad():
+            if cls is DecoderOnlyLM: return m(ids[:, :-1], targets=ids[:, 1:])[1].item()
+            return m(ids, ids[:, :-1], targets=ids[:, 1:])[1].item()
+    assert abs(first_loss() / math.log(V) - 1) < 0.03                                  # the defaults: d_model 512, 6 layers
+    assert first_loss(logit_scale=1.0) > 1.5 * math.log(V)                             # without the d_model^-0.5: far above
+
+def test_output_scale_rule():
+    assert TransformerConfig(vocab_size=10, d_model=64, n_heads=4).output_scale == 64 ** -0.5
+    assert TransformerConfig(vocab_size=10, tie_embeddings=False).output_scale == 1.0
+    assert TransformerConfig(vocab_size=10, scale_embeddings=False).output_scale == 1.0
+    assert TransformerConfig(vocab_size=10, logit_scale=0.5).output_scale == 0.5
+    lm = lm64()
+    ids = torch.randint(0, 40, (1, 5))
+    h = lm.norm(lm.blocks[1](lm.blocks[0](lm.pos(lm.tok(ids)), is_causal=True), is_causal=True))
+    torch.testing.assert_close(lm(ids), h @ lm.tok.weight.T / 4, atol=1e-12, rtol=0)   # d_model = 16: h·Eᵀ/√16
+
+# ---------------------------------------------------------------- documentation of chapters 07-08
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+
+@pytest.mark.parametrize("module", ["blocks", "model"])
+def test_docstrings_have_no_asterisk(module):
+    import importlib, inspect
+    mod = importlib.import_module(f"transformer_lit.{module}")
+    for name, obj in vars(mod).items():
+        if getattr(obj, "__module__", None) != mod.__name__: continue
+        members = [v for v in vars(obj).values() if callable(v) or isinstance(v, property)] if inspect.isclass(obj) else []
+        for o in [obj, *members]:
+            doc = inspect.getdoc(o.fget if isinstance(o, property) else o) or ""
+            assert "*" not in doc, (name, doc)
+
+@pytest.mark.parametrize("nb", ["07_cross_attention.ipynb", "08_transformer.ipynb"])
+def test_backticked_methods_link_to_documented_anchors(nb):
+    "A backticked Class.member that nbdev links must be documented by a show_doc somewhere, or its anchor is missing."
+    import json
+    from nbdev.doclinks import NbdevLookup
+    lookup, shown = NbdevLookup(), set()
+    for p in (ROOT / "nbs").glob("*.ipynb"):
+        for c in json.loads(p.read_text())["cells"]:
+            if c["cell_type"] == "code": shown |= set(re.findall(r"show_doc\(([\w.]+)", "".join(c["source"])))
+    names = set()
+    for c in json.loads((ROOT / "nbs" / nb).read_text())["cells"]:
+        text = "".join(c["source"])
+        parts = [text] if c["cell_type"] == "markdown" else re.findall(r'"([^"\n]+)"', text)   # prose, or docstrings
+        for part in parts: names |= set(re.findall(r"`([A-Za-z_][\w]*\.[\w.]+)`", part))
+    documented = lambda n: n in shown or ".".join(n.split(".")[-2:]) in shown
+    missing = [n for n in names if n[0].isupper() and lookup[n] and not documented(n)]   # Class.member links
+    assert not missing, missing

@@ -41,8 +41,7 @@ def _sublayers(d_model, d_ff, dropout, activation, norm_first, bias, norm, layer
 
 def _attention(d_model, n_heads, n_kv_heads, qkv_bias, **kw):
     "A `MultiHeadAttention` with n_kv_heads key/value heads (None: n_heads) and q/k/v biases qkv_bias (None: bias)."
-    gqa = {} if n_kv_heads is None and qkv_bias is None else dict(n_kv_heads=n_kv_heads, qkv_bias=qkv_bias)  # TEMP until the merge
-    return MultiHeadAttention(d_model, n_heads, **gqa, **kw)
+    return MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads, qkv_bias=qkv_bias, **kw)
 
 # %% ../nbs/07_cross_attention.ipynb #f4dd9489
 class EncoderBlock(nn.Module):
@@ -66,7 +65,7 @@ class EncoderBlock(nn.Module):
         residual, ffn = _sublayers(d_model, d_ff, dropout, activation, norm_first, bias, norm, layer_norm_eps)
         self.self_attn, self.ffn = residual(attn), residual(ffn)
         self.d_model, self.n_heads, self.norm_first = d_model, n_heads, norm_first
-        self.n_kv_heads = n_kv_heads or n_heads
+        self.n_kv_heads = attn.n_kv_heads                                # G
 
     def forward(self, x:Tensor, # (B, T, d_model)
                 mask:Tensor|None=None, # bool (True = may attend) or float, broadcastable to (B, H, T, T)
@@ -103,7 +102,7 @@ class DecoderBlock(nn.Module):
         residual, ffn = _sublayers(d_model, d_ff, dropout, activation, norm_first, bias, norm, layer_norm_eps)
         self.self_attn, self.cross_attn, self.ffn = residual(self_attn), residual(cross_attn), residual(ffn)
         self.d_model, self.n_heads, self.norm_first = d_model, n_heads, norm_first
-        self.n_kv_heads = n_kv_heads or n_heads
+        self.n_kv_heads = self_attn.n_kv_heads                           # G
 
     def forward(self, x:Tensor, # the target stream (B, Lq, d_model)
                 memory:Tensor, # the encoder output (B, Lk, d_model)

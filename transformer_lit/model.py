@@ -208,7 +208,7 @@ class DecoderCache:
         self.cross = [CrossKVCache() for _ in range(n_layers)]        # cross-attention: the memory's, set once
     def __len__(self): return len(self.layers[0])          # tokens seen so far
     def nbytes(self) -> int:
-        "Memory held by all cached keys and values."
+        "Bytes held by all cached keys and values: 2 x layers x B x G x T x D elements, G/H of a multi-head cache."
         return sum(t.numel() * t.element_size() for c in self.layers + self.cross if c.k is not None for t in (c.k, c.v))
 
 def _check_cache(cache, n_layers):
@@ -235,6 +235,7 @@ class DecoderOnlyLM(nn.Module):
         self.norm = make_norm(c.norm, c.d_model, c.layer_norm_eps, c.bias) if c.final_norm else nn.Identity()
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)   # unembedding U, weight (V, d_model)
         if c.tie_embeddings: self.lm_head.weight = self.tok.weight      # U = E: one tensor, two uses
+        else: nn.init.normal_(self.lm_head.weight, std=1 / c.d_model)   # untied U: logits start with std d_model^-0.5
 
     def forward(self, idx: Tensor, # (B, T) token ids
                 targets: Tensor|None=None, # (B, T) next-token ids; -100 = ignore (e.g. padding)
@@ -353,6 +354,7 @@ class Transformer(nn.Module):
         self.stack = TransformerStack(c, rotary=self.pos.rotary)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)   # the pre-softmax linear transformation
         if c.tie_embeddings: self.lm_head.weight = self.tgt_embed.weight
+        else: nn.init.normal_(self.lm_head.weight, std=1 / c.d_model)   # untied U: logits start with std d_model^-0.5
 
     def _keep(self, ids, keep, name):
         "Key mask (B, 1, 1, T), True on real tokens, from a bool (B, T) `keep`; None stays None."
