@@ -375,3 +375,14 @@ def test_bfloat16_checkpoint(tmp_path):
     x = ids()
     with torch.no_grad():                                    # same weights, bfloat16 arithmetic on both sides
         assert rel(ours(x).float(), ref(x).logits.float()) < 0.02   # measured about 5e-3
+
+def test_sharded_pytorch_bin(tmp_path):
+    "pytorch_model.bin.index.json with two .bin shards, read one at a time."
+    ref = reference("mistral", tied=False)
+    ref.config.save_pretrained(tmp_path)
+    sd = {k: v.contiguous() for k, v in ref.state_dict().items()}
+    names = list(sd); half = len(names) // 2
+    parts = {"pytorch_model-00001-of-00002.bin": names[:half], "pytorch_model-00002-of-00002.bin": names[half:]}
+    for f, ns in parts.items(): torch.save({n: sd[n] for n in ns}, tmp_path / f)
+    (tmp_path / "pytorch_model.bin.index.json").write_text(json.dumps({"weight_map": {n: f for f, ns in parts.items() for n in ns}}))
+    check_equal(from_pretrained(tmp_path), ref, torch.float32)
