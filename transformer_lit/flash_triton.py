@@ -82,20 +82,21 @@ def _attn_fwd_inner(acc, l_i, m_i, q, K, V, stride_kn, stride_vn, offs_m, offs_d
         m_i = m_new
     return acc, l_i, m_i
 
-@triton.jit(do_not_specialize=["H", "N_Q", "N_K"])
+@triton.jit(do_not_specialize=["H", "N_REP", "N_Q", "N_K"])
 def _attn_fwd(Q, K, V, O, LSE, qk_scale,
               stride_qb, stride_qh, stride_qn, stride_kb, stride_kh, stride_kn,
               stride_vb, stride_vh, stride_vn, stride_ob, stride_oh, stride_on,
-              H, N_Q, N_K,
+              H, N_REP, N_Q, N_K,
               IS_CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr):
-    "FlashAttention-2 forward: program (i, b*H + h) computes O and lse2 for query block i of head (b, h)."
+    "FlashAttention-2 forward: program (i, b·H + h) computes O and lse2 for query block i of head (b, h)."
     start_m = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1)
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)               # int64: no overflow on big tensors
+    hk = h // N_REP                                                      # the key/value head that query head h reads
     Q += b * stride_qb + h * stride_qh
-    K += b * stride_kb + h * stride_kh
-    V += b * stride_vb + h * stride_vh
+    K += b * stride_kb + hk * stride_kh
+    V += b * stride_vb + hk * stride_vh
     O += b * stride_ob + h * stride_oh
     offs_m = start_m + tl.arange(0, BLOCK_M)                             # (BLOCK_M,) query rows
     offs_d = tl.arange(0, BLOCK_D)                                       # (BLOCK_D,) head-dim columns
@@ -167,25 +168,22 @@ def _attn_bwd_dkdv_inner(dk, dv, k, v, Q, DO, LSE, DELTA, stride_qn, stride_don,
         dk += tl.dot(dsT.to(q.dtype), q, input_precision=PRECISION)
     return dk, dv
 
-@triton.jit(do_not_specialize=["H", "N_Q", "N_K"])
+@triton.jit(do_not_specialize=["H", "N_REP", "N_Q", "N_K"])
 def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, qk_scale, scale,
                    stride_qb, stride_qh, stride_qn, stride_kb, stride_kh, stride_kn,
                    stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_don,
-                   H, N_Q, N_K,
+                   H, N_REP, N_Q, N_K,
                    IS_CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr):
-    "FlashAttention-2 backward, outer loop over keys: program (j, b*H + h) writes dK_j and dV_j of head (b, h)."
+    "Backward, outer loop over keys: program (j, b·G + g) writes dK_j and dV_j of key/value head (b, g), summed over its query heads."
     start_n = tl.program_id(0) * BLOCK_N
-    bh = tl.program_id(1)
-    b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
-    Q += b * stride_qb + h * stride_qh
-    DO += b * stride_dob + h * stride_doh
-    K += b * stride_kb + h * stride_kh
-    V += b * stride_vb + h * stride_vh
-    DK += b * stride_kb + h * stride_kh                                  # dK is allocated like k, dV like v
-    DV += b * stride_vb + h * stride_vh
-    LSE += bh.to(tl.int64) * N_Q
-    DELTA += bh.to(tl.int64) * N_Q
+    bg = tl.program_id(1)
+    G = H // N_REP                                                       # key/value heads
+    b, g = (bg // G).to(tl.int64), (bg % G).to(tl.int64)
+    K += b * stride_kb + g * stride_kh
+    V += b * stride_vb + g * stride_vh
+    DK += b * stride_kb + g * stride_kh                                  # dK is allocated like k, dV like v
+    DV += b * stride_vb + g * stride_vh
     offs_n = start_n + tl.arange(0, BLOCK_N)                             # (BLOCK_N,) key rows
     offs_d = tl.arange(0, BLOCK_D)
     kv_mask = (offs_n[:, None] < N_K) & (offs_d[None, :] < HEAD_DIM)
@@ -202,12 +200,19 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, qk_scale, scale,
         lo = 0
         full = 0
     tail = tl.maximum(full, (N_Q // BLOCK_M) * BLOCK_M)
-    dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, Q, DO, LSE, DELTA, stride_qn, stride_don, offs_n, offs_d, lo,
-                                  tl.minimum(full, N_Q), N_Q, qk_scale, IS_CAUSAL, True, HEAD_DIM, BLOCK_M, PRECISION)
-    dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, Q, DO, LSE, DELTA, stride_qn, stride_don, offs_n, offs_d, full,
-                                  tail, N_Q, qk_scale, IS_CAUSAL, False, HEAD_DIM, BLOCK_M, PRECISION)
-    dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, Q, DO, LSE, DELTA, stride_qn, stride_don, offs_n, offs_d, tail,
-                                  N_Q, N_Q, qk_scale, IS_CAUSAL, True, HEAD_DIM, BLOCK_M, PRECISION)
+    # -- the N_REP query heads h = g·N_REP + r that read this key/value head all add to its dK and dV
+    for r in range(0, N_REP):
+        h = g * N_REP + r
+        Qh = Q + b * stride_qb + h * stride_qh
+        DOh = DO + b * stride_dob + h * stride_doh
+        LSEh = LSE + (b * H + h) * N_Q
+        DELTAh = DELTA + (b * H + h) * N_Q
+        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, stride_qn, stride_don, offs_n, offs_d, lo,
+                                      tl.minimum(full, N_Q), N_Q, qk_scale, IS_CAUSAL, True, HEAD_DIM, BLOCK_M, PRECISION)
+        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, stride_qn, stride_don, offs_n, offs_d, full,
+                                      tail, N_Q, qk_scale, IS_CAUSAL, False, HEAD_DIM, BLOCK_M, PRECISION)
+        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, stride_qn, stride_don, offs_n, offs_d, tail,
+                                      N_Q, N_Q, qk_scale, IS_CAUSAL, True, HEAD_DIM, BLOCK_M, PRECISION)
     # -- write dK (times the scale) and dV
     tl.store(DK + offs_n[:, None] * stride_kn + offs_d[None, :], (dk * scale).to(DK.dtype.element_ty), mask=kv_mask)
     tl.store(DV + offs_n[:, None] * stride_vn + offs_d[None, :], dv.to(DV.dtype.element_ty), mask=kv_mask)
@@ -236,22 +241,23 @@ def _attn_bwd_dq_inner(dq, q, do, lse, delta, K, V, stride_kn, stride_vn, offs_m
         dq += tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
     return dq
 
-@triton.jit(do_not_specialize=["H", "N_Q", "N_K"])
+@triton.jit(do_not_specialize=["H", "N_REP", "N_Q", "N_K"])
 def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, qk_scale, scale,
                  stride_qb, stride_qh, stride_qn, stride_kb, stride_kh, stride_kn,
                  stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_don,
-                 H, N_Q, N_K,
+                 H, N_REP, N_Q, N_K,
                  IS_CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr):
-    "FlashAttention-2 backward, outer loop over queries: program (i, b*H + h) writes dQ_i of head (b, h)."
+    "Backward, outer loop over queries: program (i, b·H + h) writes dQ_i of head (b, h), reading key/value head h // N_REP."
     start_m = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1)
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
+    hk = h // N_REP                                                      # the key/value head that query head h reads
     Q += b * stride_qb + h * stride_qh
     DQ += b * stride_qb + h * stride_qh                                  # dQ is allocated like q
     DO += b * stride_dob + h * stride_doh
-    K += b * stride_kb + h * stride_kh
-    V += b * stride_vb + h * stride_vh
+    K += b * stride_kb + hk * stride_kh
+    V += b * stride_vb + hk * stride_vh
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     q_mask = (offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM)
@@ -311,20 +317,20 @@ def _constexprs(kind, head_dim, dtype, is_causal, cfg) -> dict:
     return dict(IS_CAUSAL=bool(is_causal), HEAD_DIM=head_dim, BLOCK_D=_bd(head_dim), BLOCK_M=cfg[bm], BLOCK_N=cfg[bn],
                 PRECISION=_precision(dtype))
 
-def triton_flash_forward(q, k, v, # (B, H, Lq, D), (B, H, Lk, D), (B, H, Lk, D); last dim contiguous
+def triton_flash_forward(q, k, v, # (B, H, Lq, D), (B, G, Lk, D), (B, G, Lk, D), G divides H; last dim contiguous
                          is_causal=False, scale=None, # as in `triton_flash_attention`
                          config: dict|None=None, # tile sizes and launch options; default `block_config("fwd", ...)`
                         ):
     "Launch the forward kernel; return `o` (B, H, Lq, D) and `lse2` (B, H, Lq), the base-2 log-sum-exp in float32."
     B, H, n_q, d = q.shape
-    n_k = k.shape[2]
+    n_k, n_rep = k.shape[2], H // k.shape[1]                             # n_rep query heads per key/value head
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     cfg = config or block_config("fwd", d, q.dtype, is_causal)
     o = torch.empty_like(q)                                              # (B, H, Lq, D)
     lse2 = torch.empty(B, H, n_q, dtype=torch.float32, device=q.device)  # (B, H, Lq)
     grid = (triton.cdiv(n_q, cfg["BLOCK_M"]), B * H)
     _attn_fwd[grid](q, k, v, o, lse2, scale * LOG2E,
-                    *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], H, n_q, n_k,
+                    *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], H, n_rep, n_q, n_k,
                     **_constexprs("fwd", d, q.dtype, is_causal, cfg), num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return o, lse2
 
@@ -332,7 +338,7 @@ def triton_flash_backward(do, q, k, v, o, lse2, # the incoming gradient, the inp
                           is_causal=False, scale=None, config: dict|None=None):
     "Launch the backward kernels; return dq, dk, dv (shaped and strided like q, k, v)."
     B, H, n_q, d = q.shape
-    n_k = k.shape[2]
+    G, n_k = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     cfg = config or block_config("bwd", d, q.dtype, is_causal)
     if do.stride(-1) != 1: do = do.contiguous()
@@ -341,9 +347,9 @@ def triton_flash_backward(do, q, k, v, o, lse2, # the incoming gradient, the inp
                                                    HEAD_DIM=d, BLOCK_D=_bd(d), BLOCK_M=64)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     args = (lse2, delta, scale * LOG2E, scale,
-            *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], H, n_q, n_k)
+            *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], H, H // G, n_q, n_k)
     launch = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    _attn_bwd_dkdv[(triton.cdiv(n_k, cfg["BLOCK_N1"]), B * H)](q, k, v, do, dk, dv, *args,
+    _attn_bwd_dkdv[(triton.cdiv(n_k, cfg["BLOCK_N1"]), B * G)](q, k, v, do, dk, dv, *args,
                                                                **_constexprs("bwd_dkdv", d, q.dtype, is_causal, cfg), **launch)
     _attn_bwd_dq[(triton.cdiv(n_q, cfg["BLOCK_M2"]), B * H)](q, k, v, do, dq, *args,
                                                              **_constexprs("bwd_dq", d, q.dtype, is_causal, cfg), **launch)
@@ -372,7 +378,7 @@ def triton_status(device: str|torch.device="cuda", # the device the tensors are 
     if cap < (8, 0): return False, f"compute capability {cap[0]}.{cap[1]} is below 8.0 (Ampere), which these kernels need"
     return True, f"Triton {triton.__version__} compiling for {torch.cuda.get_device_name(device)}"
 
-def check_triton_inputs(q, k, v, # queries (B, H, Lq, D) or (B, Lq, D); keys and values (.., Lk, D)
+def check_triton_inputs(q, k, v, # queries (B, H, Lq, D) or (H, Lq, D); keys and values (.., G, Lk, D), G divides H
                         scale=None):
     "Raise a `TypeError`/`ValueError`/`RuntimeError` naming what is supported unless the triton kernels accept q, k, v."
     check_qkv(q, k, v)
@@ -413,17 +419,17 @@ def _kernel_ready(x):
     "x itself if its last dim is contiguous and `empty_like(x)` has its strides, else a contiguous copy."
     return x if x.stride(-1) == 1 and torch.empty_like(x).stride() == x.stride() else x.contiguous()
 
-def triton_flash_attention(q: torch.Tensor, # queries (B, H, Lq, D) or (B, Lq, D); float16, bfloat16 or float32
-                           k: torch.Tensor, # keys (B, H, Lk, D) or (B, Lk, D)
-                           v: torch.Tensor, # values (B, H, Lk, D) or (B, Lk, D)
+def triton_flash_attention(q: torch.Tensor, # queries (B, H, Lq, D) or (H, Lq, D); float16, bfloat16 or float32
+                           k: torch.Tensor, # keys (B, G, Lk, D) or (G, Lk, D); G divides H: query head h reads key head h // (H/G)
+                           v: torch.Tensor, # values (B, G, Lk, D) or (G, Lk, D)
                            is_causal: bool=False, # query i attends keys j <= i (top-left aligned, like torch)
                            scale: float|None=None, # multiplies the scores; default 1/sqrt(D)
                           ) -> torch.Tensor:
-    "softmax(q k^T * scale) v by the Triton FlashAttention-2 kernels; differentiable in q, k and v."
+    "softmax(q kᵀ · scale) v by the Triton FlashAttention-2 kernels, k and v with H or fewer heads; differentiable in q, k and v."
     check_triton_inputs(q, k, v, scale)
-    if q.dim() == 3: return triton_flash_attention(q[:, None], k[:, None], v[:, None], is_causal, scale)[:, 0]
-    if q.shape[2] == 0 or k.shape[2] == 0:                               # nothing to attend: zeros (or empty)
-        return (q * 0.0) @ k.transpose(-2, -1) @ v if k.shape[2] else q * 0.0
+    if q.dim() == 3: return triton_flash_attention(q[None], k[None], v[None], is_causal, scale)[0]  # dim -3 is the head dim
+    if q.shape[2] == 0 or k.shape[2] == 0:                               # nothing to attend: zeros (or empty), k and v in the graph
+        return q * 0.0 + (k.sum() + v.sum()) * 0.0
     q, k, v = _kernel_ready(q), _kernel_ready(k), _kernel_ready(v)
     return TritonFlashAttentionFunction.apply(q, k, v, bool(is_causal), scale)
 
@@ -432,6 +438,9 @@ def reference_attention(q, k, v, is_causal=False, scale=None,
                         upcast: bool=True, # True: chapter 00's math backend in float32 (float64 for float32 inputs)
                        ):
     "The oracle (upcast) or the same-dtype PyTorch computation: matmuls in q's dtype, softmax in float32."
+    if k.shape[-3] != q.shape[-3]:                                       # grouped-query: the oracle repeats each key/value head
+        n_rep = q.shape[-3] // k.shape[-3]
+        k, v = k.repeat_interleave(n_rep, -3), v.repeat_interleave(n_rep, -3)  # (..., H, Lk, D)
     if upcast:
         hi = torch.float64 if q.dtype in (torch.float32, torch.float64) else torch.float32
         return scaled_dot_product_attention(q.to(hi), k.to(hi), v.to(hi), is_causal=is_causal, scale=scale)
@@ -461,7 +470,7 @@ def compare_with_reference(q, k, v, # inputs (B, H, Lq, D) etc. of one dtype on 
         err = (got[i].to(hi) - ref[i]).abs().max().item()
         if q.dtype == torch.float32: bound = 1e-4 * max(1.0, ref[i].abs().max().item())
         else: bound = 2 * (same[i].to(hi) - ref[i]).abs().max().item() + 1e-5
-        rows.append(dict(name=name, dtype=str(q.dtype)[6:], shape=tuple(q.shape), n_k=k.shape[-2], is_causal=is_causal,
+        rows.append(dict(name=name, dtype=str(q.dtype)[6:], shape=tuple(q.shape), n_k=k.shape[-2], n_kv=k.shape[-3], is_causal=is_causal,
                          err=err, bound=bound, ok=err <= bound))
     return rows
 
@@ -807,7 +816,7 @@ def compile_kernel(kind: str, # "fwd", "bwd_dkdv" or "bwd_dq"
     ty = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}[dtype]
     def arg_type(n):                                                 # Triton's signature strings
         if n in consts: return "constexpr"
-        if n in ("H", "N_Q", "N_K") or n.startswith("stride"): return "i32"
+        if n in ("H", "N_REP", "N_Q", "N_K") or n.startswith("stride"): return "i32"
         if "scale" in n: return "fp32"
         return "*fp32" if n in ("LSE", "DELTA") else f"*{ty}"        # LSE, DELTA float32; Q, K, V, O, dO, dQ, dK, dV
     sig = {n: arg_type(n) for n in fn.arg_names}
