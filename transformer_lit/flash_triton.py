@@ -138,22 +138,26 @@ def _attn_bwd_delta(O, DO, DELTA, stride_ob, stride_oh, stride_on, stride_dob, s
 
 # %% ../nbs/11_flash_triton.ipynb #12854419
 @triton.jit
-def _attn_bwd_dkdv_inner(dk, dv, k, v, Q, DO, LSE, DELTA, stride_qn, stride_don, offs_n, offs_d, lo, hi, N_Q,
-                         qk_scale, IS_CAUSAL: tl.constexpr, MASKED: tl.constexpr, HEAD_DIM: tl.constexpr,
-                         BLOCK_M: tl.constexpr, PRECISION: tl.constexpr):
-    "Add the query blocks [lo, hi) to one key block's dK and dV (both transposed views of the tile)."
-    for start_m in range(lo, hi, BLOCK_M):
+def _attn_bwd_dkdv_inner(dk, dv, k, v, Q, DO, LSE, DELTA, stride_qh, stride_qn, stride_doh, stride_don, offs_n, offs_d,
+                         lo, hi, N_REP, N_Q, qk_scale, IS_CAUSAL: tl.constexpr, MASKED: tl.constexpr,
+                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, PRECISION: tl.constexpr):
+    "Add the query blocks [lo, hi) of each of the N_REP query heads from Q on to one key block's dK and dV (transposed tiles)."
+    n_blocks = tl.cdiv(hi - lo, BLOCK_M)
+    for it in range(0, N_REP * n_blocks):                                # one flat loop over (query head r, query block)
+        r = it // n_blocks
+        start_m = lo + (it % n_blocks) * BLOCK_M
+        Qr, DOr, LSEr, DELTAr = Q + r * stride_qh, DO + r * stride_doh, LSE + r * N_Q, DELTA + r * N_Q  # query head r of the group
         offs_m = start_m + tl.arange(0, BLOCK_M)                         # (BLOCK_M,) query rows
         q_mask = offs_d[None, :] < HEAD_DIM
         if MASKED:
             q_mask = q_mask & (offs_m[:, None] < N_Q)
-            lse = tl.load(LSE + offs_m, mask=offs_m < N_Q, other=0.0)
-            delta = tl.load(DELTA + offs_m, mask=offs_m < N_Q, other=0.0)
+            lse = tl.load(LSEr + offs_m, mask=offs_m < N_Q, other=0.0)
+            delta = tl.load(DELTAr + offs_m, mask=offs_m < N_Q, other=0.0)
         else:
-            lse = tl.load(LSE + offs_m)
-            delta = tl.load(DELTA + offs_m)
-        q = tl.load(Q + offs_m[:, None] * stride_qn + offs_d[None, :], mask=q_mask, other=0.0)     # (BLOCK_M, BLOCK_D)
-        do = tl.load(DO + offs_m[:, None] * stride_don + offs_d[None, :], mask=q_mask, other=0.0)  # (BLOCK_M, BLOCK_D)
+            lse = tl.load(LSEr + offs_m)
+            delta = tl.load(DELTAr + offs_m)
+        q = tl.load(Qr + offs_m[:, None] * stride_qn + offs_d[None, :], mask=q_mask, other=0.0)     # (BLOCK_M, BLOCK_D)
+        do = tl.load(DOr + offs_m[:, None] * stride_don + offs_d[None, :], mask=q_mask, other=0.0)  # (BLOCK_M, BLOCK_D)
         # -- recompute P^T from the saved log-sum-exp
         pT = tl.exp2(tl.dot(k, tl.trans(q), input_precision=PRECISION) * qk_scale - lse[None, :])  # (BLOCK_N, BLOCK_M)
         if MASKED:
@@ -180,6 +184,11 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, qk_scale, scale,
     bg = tl.program_id(1)
     G = H // N_REP                                                       # key/value heads
     b, g = (bg // G).to(tl.int64), (bg % G).to(tl.int64)
+    h0 = g * N_REP                                                       # its query heads: h0, ..., h0 + N_REP - 1
+    Q += b * stride_qb + h0 * stride_qh
+    DO += b * stride_dob + h0 * stride_doh
+    LSE += (b * H + h0) * N_Q
+    DELTA += (b * H + h0) * N_Q
     K += b * stride_kb + g * stride_kh
     V += b * stride_vb + g * stride_vh
     DK += b * stride_kb + g * stride_kh                                  # dK is allocated like k, dV like v
@@ -200,19 +209,14 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, qk_scale, scale,
         lo = 0
         full = 0
     tail = tl.maximum(full, (N_Q // BLOCK_M) * BLOCK_M)
-    # -- the N_REP query heads h = g·N_REP + r that read this key/value head all add to its dK and dV
-    for r in range(0, N_REP):
-        h = g * N_REP + r
-        Qh = Q + b * stride_qb + h * stride_qh
-        DOh = DO + b * stride_dob + h * stride_doh
-        LSEh = LSE + (b * H + h) * N_Q
-        DELTAh = DELTA + (b * H + h) * N_Q
-        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, stride_qn, stride_don, offs_n, offs_d, lo,
-                                      tl.minimum(full, N_Q), N_Q, qk_scale, IS_CAUSAL, True, HEAD_DIM, BLOCK_M, PRECISION)
-        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, stride_qn, stride_don, offs_n, offs_d, full,
-                                      tail, N_Q, qk_scale, IS_CAUSAL, False, HEAD_DIM, BLOCK_M, PRECISION)
-        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, stride_qn, stride_don, offs_n, offs_d, tail,
-                                      N_Q, N_Q, qk_scale, IS_CAUSAL, True, HEAD_DIM, BLOCK_M, PRECISION)
+    # -- every phase runs over the N_REP query heads that read this key/value head: all add to its dK and dV
+    args = (stride_qh, stride_qn, stride_doh, stride_don, offs_n, offs_d)
+    dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, Q, DO, LSE, DELTA, *args, lo, tl.minimum(full, N_Q), N_REP, N_Q,
+                                  qk_scale, IS_CAUSAL, True, HEAD_DIM, BLOCK_M, PRECISION)
+    dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, Q, DO, LSE, DELTA, *args, full, tail, N_REP, N_Q,
+                                  qk_scale, IS_CAUSAL, False, HEAD_DIM, BLOCK_M, PRECISION)
+    dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, Q, DO, LSE, DELTA, *args, tail, N_Q, N_REP, N_Q,
+                                  qk_scale, IS_CAUSAL, True, HEAD_DIM, BLOCK_M, PRECISION)
     # -- write dK (times the scale) and dV
     tl.store(DK + offs_n[:, None] * stride_kn + offs_d[None, :], (dk * scale).to(DK.dtype.element_ty), mask=kv_mask)
     tl.store(DV + offs_n[:, None] * stride_vn + offs_d[None, :], dv.to(DV.dtype.element_ty), mask=kv_mask)
