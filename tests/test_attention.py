@@ -240,8 +240,10 @@ def test_bad_inputs():
     with E(TypeError, "k.dtype=torch.int64 must be a floating dtype"): sdpa(q, k.long(), v)
     with E(ValueError, "v.dim()=1 must be at least 2: (..., L, D)"): sdpa(q, k, v[0, 0, 0])
     with E(TypeError, "q.dtype=torch.float64, k.dtype=torch.float32, v.dtype=torch.float64 must be equal"): sdpa(q, k.float(), v)
-    with E(ValueError, "q.shape=(2, 3, 5, 8), k.shape=(1, 3, 7, 8), v.shape=(1, 3, 7, 8) must agree in all dims but the last two"):
+    with E(ValueError, "q.shape=(2, 3, 5, 8), k.shape=(1, 3, 7, 8), v.shape=(1, 3, 7, 8) must agree in all dims before the last three (heads, L, D)"):
         sdpa(q, k[:1], v[:1])
+    with E(ValueError, "q.shape=(2, 3, 5, 8), k.shape=(3, 7, 8), v.shape=(3, 7, 8) must agree in all dims before the last three"):
+        sdpa(q, k[0], v[0])
     with E(ValueError, "q.shape[-1]=8 must equal k.shape[-1]=6 (the key dim d_k)"): sdpa(q, k[..., :6], v)
     with E(ValueError, "k.shape[-2]=7 must equal v.shape[-2]=6 (one value per key)"): sdpa(q, k, v[..., :6, :])
     with E(TypeError, "mask.dtype=torch.int64 must be torch.bool (True = may attend) or floating (added to the scores)"):
@@ -308,3 +310,178 @@ def test_prefer_takes_a_backend_before_the_priority_order():
     with pytest.raises(TypeError, match=r"^prefer=1 must be callable or None$"):
         A.register_backend("bad", A.scaled_dot_product_attention, prefer=1)
     assert "bad" not in A.backend_info
+
+
+# ---------------------------------------------------------------- grouped-query attention: G key/value heads for H query heads
+from transformer_lit.attention import check_qkv, kv_groups, repeat_kv
+
+def gqa_inputs(B=2, H=8, G=2, Lq=5, Lk=7, D=8, Dv=None, dtype=f64, seed=0, grad=False):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, H, Lq, D, generator=g, dtype=f64)
+    k, v = torch.randn(B, G, Lk, D, generator=g, dtype=f64), torch.randn(B, G, Lk, Dv or D, generator=g, dtype=f64)
+    return [t.to(dtype).requires_grad_(grad) for t in (q, k, v)]
+
+def gqa_masks(B, H, Lq, Lk, kind, dtype=f64):
+    "Our kwargs for one mask kind; bool masks differ per query head and leave one row fully masked."
+    g = torch.Generator().manual_seed(3)
+    keep = torch.rand(B, H, Lq, Lk, generator=g) > 0.5; keep[..., 0] = True
+    if Lq > 1: keep[0, H - 1, Lq // 2] = False                     # a fully masked row in the last query head
+    if kind == "none": return {}
+    if kind == "causal": return dict(is_causal=True)
+    if kind == "bool": return dict(mask=keep)
+    if kind == "bool_2d": return dict(mask=keep[0, 0])
+    if kind == "bool_padding": return dict(mask=keep[:, :1, :1])   # (B, 1, 1, Lk)
+    if kind == "float": return dict(mask=torch.randn(H, Lq, Lk, generator=g, dtype=f64).to(dtype))
+    if kind == "float_inf": return dict(mask=torch.randn(1, H, Lq, Lk, generator=g, dtype=f64).masked_fill(~keep[:1], -math.inf).to(dtype))
+    raise KeyError(kind)
+
+GQA_MASKS = ["none", "causal", "bool", "bool_2d", "bool_padding", "float", "float_inf"]
+
+def oracle(q, k, v, **kw):
+    "The repeat_kv oracle: copy every key/value head to its query heads, then ordinary (H = G) attention."
+    n = q.shape[-3] // k.shape[-3]
+    return scaled_dot_product_attention(q, repeat_kv(k, n), repeat_kv(v, n), **kw)
+
+def test_repeat_kv_maps_query_head_h_to_kv_head_h_div_n():
+    x = torch.arange(3.).view(1, 3, 1, 1).expand(2, 3, 4, 5)       # head g filled with g
+    r = repeat_kv(x, 4)
+    assert r.shape == (2, 12, 4, 5)
+    assert torch.equal(r[0, :, 0, 0], torch.tensor([h // 4 for h in range(12)], dtype=torch.float32))
+    assert repeat_kv(x, 1) is x
+    assert kv_groups(torch.randn(2, 12, 4, 5), x) == 4 and kv_groups(torch.randn(4, 5), torch.randn(4, 5)) == 1
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("G", [1, 2, 8])
+@pytest.mark.parametrize("kind", GQA_MASKS)
+@pytest.mark.parametrize("L", [1, 7, 113])
+def test_gqa_equals_repeat_kv_oracle_float64_forward_and_grad(backend, G, kind, L):
+    q, k, v = gqa_inputs(G=G, Lq=L, Lk=L, Dv=4, grad=True)
+    kw = gqa_masks(2, 8, L, L, kind)
+    out = attention_backends[backend](q, k, v, **kw)
+    qr, kr, vr = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    ref = oracle(qr, kr, vr, **kw)
+    torch.testing.assert_close(out, ref, atol=1e-10, rtol=0)
+    do = torch.randn_like(out)
+    out.backward(do); ref.backward(do)
+    for ours, theirs in ((q, qr), (k, kr), (v, vr)):                # dK, dV of a shared head: the sum over its query heads
+        torch.testing.assert_close(ours.grad, theirs.grad, atol=1e-10, rtol=0)
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("G", [1, 2, 8])
+@pytest.mark.parametrize("kind", ["none", "causal", "bool", "float"])
+@pytest.mark.parametrize("L", [1, 7, 113])
+def test_gqa_float32_against_float64(backend, G, kind, L):
+    q, k, v = gqa_inputs(G=G, Lq=L, Lk=L, grad=True)
+    kw64 = gqa_masks(2, 8, L, L, kind)
+    ref = oracle(q, k, v, **kw64)
+    do = torch.randn_like(ref)
+    ref_grads = torch.autograd.grad(ref, (q, k, v), do)
+    q32, k32, v32 = (t.detach().float().requires_grad_() for t in (q, k, v))
+    kw32 = {a: (b.float() if isinstance(b, torch.Tensor) and b.is_floating_point() else b) for a, b in kw64.items()}
+    out = attention_backends[backend](q32, k32, v32, **kw32)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=1.3e-6)
+    for g32, g64 in zip(torch.autograd.grad(out, (q32, k32, v32), do.float()), ref_grads):
+        torch.testing.assert_close(g32.double(), g64, atol=1e-5, rtol=1.3e-6)
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gqa_h_equals_g_is_todays_path_bit_for_bit(backend):
+    q, k, v = gqa_inputs(G=8, Lq=7, Lk=7, dtype=torch.float32)
+    for kw in ({}, dict(is_causal=True), gqa_masks(2, 8, 7, 7, "bool", torch.float32)):
+        assert torch.equal(attention_backends[backend](q, k, v, **kw), oracle(q, k, v, **kw) if backend == "math"
+                           else torch_sdpa(q, k.clone(), v.clone(), **kw))
+    assert kv_groups(q, k) == 1
+
+@pytest.mark.parametrize("kind", ["none", "bool", "float_inf", "causal"])
+@pytest.mark.parametrize("G", [1, 2])
+def test_gqa_gradcheck_math(kind, G):
+    q, k, v = gqa_inputs(B=1, H=4, G=G, Lq=3, Lk=4, D=3, Dv=2, grad=True)
+    kw = gqa_masks(1, 4, 3, 4, kind)
+    assert torch.autograd.gradcheck(lambda a, b, c: scaled_dot_product_attention(a, b, c, **kw), (q, k, v))
+
+def test_gqa_fully_masked_rows_are_zero_with_finite_grads():
+    for backend in BACKENDS:
+        q, k, v = gqa_inputs(G=2, Lq=4, Lk=6, grad=True)
+        keep = torch.ones(8, 4, 6, dtype=torch.bool); keep[5, 2] = False   # query 2 of head 5 attends to nothing
+        out = attention_backends[backend](q, k, v, mask=keep)
+        assert torch.equal(out[:, 5, 2], torch.zeros_like(out[:, 5, 2]))
+        out.sum().backward()
+        for t in (q, k, v): assert torch.isfinite(t.grad).all()
+        assert torch.equal(q.grad[:, 5, 2], torch.zeros_like(q.grad[:, 5, 2]))
+
+def test_gqa_weights_and_leading_dims():
+    q, k, v = gqa_inputs(G=2, Lq=5, Lk=7)
+    out, w = scaled_dot_product_attention(q, k, v, return_weights=True)
+    _, w_ref = oracle(q, k, v, return_weights=True)
+    assert w.shape == (2, 8, 5, 7)
+    torch.testing.assert_close(w, w_ref, atol=1e-12, rtol=0)
+    q5, k5 = torch.randn(2, 3, 6, 4, 8, dtype=f64), torch.randn(2, 3, 2, 9, 8, dtype=f64)   # (B, X, H, L, D), (B, X, G, L, D)
+    for backend in BACKENDS:
+        torch.testing.assert_close(attention_backends[backend](q5, k5, k5), oracle(q5, k5, k5), atol=1e-10, rtol=0)
+    q3, k3 = q5[0, 0], k5[0, 0]                                     # no batch dim: (H, L, D), (G, L, D)
+    torch.testing.assert_close(torch_sdpa(q3, k3, k3), oracle(q3, k3, k3), atol=1e-10, rtol=0)
+
+def test_gqa_dropout_matches_dropout_of_weights():
+    q, k, v = gqa_inputs(G=2)
+    _, w = scaled_dot_product_attention(q, k, v, return_weights=True)
+    torch.manual_seed(5); out, wd = scaled_dot_product_attention(q, k, v, dropout_p=0.3, return_weights=True)
+    torch.manual_seed(5); expect = F.dropout(w, 0.3, training=True)
+    torch.testing.assert_close(wd, expect, atol=1e-12, rtol=0)
+    torch.testing.assert_close(out, expect @ repeat_kv(v, 4), atol=1e-12, rtol=0)
+    assert torch_sdpa(q, k, v, dropout_p=0.5).shape == (2, 8, 5, 8)   # torch's GQA path accepts dropout
+
+def test_gqa_math_does_not_copy_keys_or_values():
+    from torch.utils._python_dispatch import TorchDispatchMode
+    class Copies(TorchDispatchMode):
+        def __init__(self): super().__init__(); self.n = 0
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if str(func.overloadpacket).split(".")[-1] in ("clone", "copy_", "repeat_interleave", "expand_copy"): self.n += out.numel()
+            return out
+    q, k, v = gqa_inputs(B=1, H=8, G=2, Lq=1, Lk=512, D=16, dtype=torch.float32)
+    for backend in BACKENDS:
+        with Copies() as c: attention_backends[backend](q, k, v)
+        assert c.n < k.numel(), (backend, c.n)                      # never a copy of the keys
+
+def test_gqa_supports_and_auto():
+    q, k, v = gqa_inputs(G=2)
+    for name in BACKENDS: assert backend_info[name].supports(q, k, v, None, False, 0.0)
+    assert choose_backend(q, k, v) == "sdpa" and attend(q, k, v).backend == "sdpa"
+    res = attend(q, k, v, need_weights=True)
+    assert res.backend == "math" and res.weights.shape == (2, 8, 5, 7)
+    torch.testing.assert_close(res.out, oracle(q, k, v), atol=1e-10, rtol=0)
+
+def test_gqa_older_torch_falls_back_to_repeat_kv(monkeypatch):
+    q, k, v = gqa_inputs(G=2)
+    monkeypatch.setattr(A, "_SDPA_HAS_GQA", False)
+    calls = []
+    real = F.scaled_dot_product_attention
+    def spy(*a, **kw): calls.append(kw.get("enable_gqa", False)); return real(*a, **kw)
+    monkeypatch.setattr(A.F, "scaled_dot_product_attention", spy)
+    torch.testing.assert_close(torch_sdpa(q, k, v, is_causal=True), oracle(q, k, v, is_causal=True), atol=1e-10, rtol=0)
+    assert calls == [False]
+
+def test_gqa_bad_head_counts():
+    q = torch.randn(2, 8, 5, 4)
+    for G in (3, 5, 16):
+        kk = torch.randn(2, G, 7, 4)
+        msg = f"k.shape[-3]={G} key/value heads must divide q.shape[-3]=8 query heads"
+        for fn in (scaled_dot_product_attention, torch_sdpa, check_qkv, lambda *a: attend(*a)):
+            with E(ValueError, msg): fn(q, kk, kk)
+    with E(ValueError, "k.shape[-3]=2 must equal v.shape[-3]=4 (one value head per key head)"):
+        scaled_dot_product_attention(q, torch.randn(2, 2, 7, 4), torch.randn(2, 4, 7, 4))
+    with E(ValueError, "k.shape[-3]=0 key/value heads must divide q.shape[-3]=8 query heads"):
+        torch_sdpa(q, torch.randn(2, 0, 7, 4), torch.randn(2, 0, 7, 4))
+    with E(ValueError, "mask.shape=(2, 5, 7) must be broadcastable to (..., Lq, Lk)=(2, 8, 5, 7)"):
+        scaled_dot_product_attention(q, torch.randn(2, 2, 7, 4), torch.randn(2, 2, 7, 4), mask=torch.ones(2, 5, 7, dtype=torch.bool))
+    with E(TypeError, "x must be a torch.Tensor, got list"): repeat_kv([1.0], 2)
+    with E(ValueError, "x.dim()=2 must be at least 3: (..., G, L, D)"): repeat_kv(torch.randn(3, 4), 2)
+    for n, err in ((0, ValueError), (-2, ValueError), (True, TypeError), (2.0, TypeError)):
+        with E(err, f"n_rep={n!r} must be a positive int"): repeat_kv(torch.randn(1, 2, 3, 4), n)
+
+@given(problems(), st.sampled_from([1, 2, 3]))
+def test_property_gqa_backends_agree_with_oracle(p, n):
+    q, k, v, mask = p                                               # H = k's heads, then n query heads per kv head
+    qn = q.repeat_interleave(n, -3) + 0.1 * torch.randn_like(q.repeat_interleave(n, -3))
+    for backend in BACKENDS:
+        torch.testing.assert_close(attention_backends[backend](qn, k, v, mask=mask), oracle(qn, k, v, mask=mask), atol=1e-10, rtol=0)

@@ -10,14 +10,15 @@ import torch
 import torch.nn.functional as F
 
 # %% auto #0
-__all__ = ['attention_backends', 'backend_info', 'lazy_backends', 'check_qkv', 'check_mask', 'check_scale', 'check_dropout',
-           'check_int', 'scaled_dot_product_attention', 'torch_sdpa', 'BackendInfo', 'register_backend',
-           'unregister_backend', 'backend_names', 'check_backend', 'choose_backend', 'Attended', 'attend']
+__all__ = ['attention_backends', 'backend_info', 'lazy_backends', 'check_qkv', 'kv_groups', 'check_mask', 'check_scale',
+           'check_dropout', 'check_int', 'repeat_kv', 'scaled_dot_product_attention', 'torch_sdpa', 'BackendInfo',
+           'register_backend', 'unregister_backend', 'backend_names', 'check_backend', 'choose_backend', 'Attended',
+           'attend']
 
 # %% ../nbs/00_attention.ipynb #2540e2f8
-def check_qkv(q: torch.Tensor, # queries (..., Lq, D)
-              k: torch.Tensor, # keys (..., Lk, D)
-              v: torch.Tensor, # values (..., Lk, Dv)
+def check_qkv(q: torch.Tensor, # queries (..., H, Lq, D)
+              k: torch.Tensor, # keys (..., G, Lk, D): G key/value heads, G dividing H
+              v: torch.Tensor, # values (..., G, Lk, Dv)
              ):
     "Raise a `TypeError`/`ValueError` naming the argument when q, k, v cannot be attended together."
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -26,13 +27,25 @@ def check_qkv(q: torch.Tensor, # queries (..., Lq, D)
         if t.dim() < 2: raise ValueError(f"{name}.dim()={t.dim()} must be at least 2: (..., L, D)")
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q.dtype={q.dtype}, k.dtype={k.dtype}, v.dtype={v.dtype} must be equal")
-    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+    if not (q.dim() == k.dim() == v.dim() and q.shape[:-3] == k.shape[:-3] == v.shape[:-3]):
         raise ValueError(f"q.shape={tuple(q.shape)}, k.shape={tuple(k.shape)}, v.shape={tuple(v.shape)} "
-                         "must agree in all dims but the last two")
+                         "must agree in all dims before the last three (heads, L, D)")
+    if q.dim() > 2:                                                 # dim -3 holds the heads
+        H, G = q.shape[-3], k.shape[-3]
+        if v.shape[-3] != G:
+            raise ValueError(f"k.shape[-3]={G} must equal v.shape[-3]={v.shape[-3]} (one value head per key head)")
+        if (G == 0) != (H == 0) or (G and H % G):
+            raise ValueError(f"k.shape[-3]={G} key/value heads must divide q.shape[-3]={H} query heads "
+                             "(each key/value head serves the same number of query heads)")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q.shape[-1]={q.shape[-1]} must equal k.shape[-1]={k.shape[-1]} (the key dim d_k)")
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"k.shape[-2]={k.shape[-2]} must equal v.shape[-2]={v.shape[-2]} (one value per key)")
+
+def kv_groups(q: torch.Tensor, k: torch.Tensor) -> int:
+    "How many query heads share each key/value head: q.shape[-3] // k.shape[-3] (1 for inputs without a head dim)."
+    return q.shape[-3] // k.shape[-3] if q.dim() > 2 and k.shape[-3] else 1
+
 
 # %% ../nbs/00_attention.ipynb #04fd59af
 def check_mask(mask, # None, a bool mask (True = may attend) or a float mask added to the scores
@@ -79,25 +92,55 @@ def check_int(name: str, # the argument's name in the message
         raise ValueError(f"{name}={value!r} must be {rule}")
     return int(value)
 
+# %% ../nbs/00_attention.ipynb #077f6232
+def repeat_kv(x: torch.Tensor, # keys or values (..., G, L, D)
+              n_rep: int, # copies of each head: H/G
+             ) -> torch.Tensor:
+    "Each key/value head repeated `n_rep` times in place: (..., G, L, D) -> (..., G·n_rep, L, D), head h a copy of head h // n_rep."
+    if not isinstance(x, torch.Tensor): raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() < 3: raise ValueError(f"x.dim()={x.dim()} must be at least 3: (..., G, L, D)")
+    n_rep = check_int("n_rep", n_rep)
+    return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=-3)  # (..., G·n_rep, L, D)
+
+
 # %% ../nbs/00_attention.ipynb #11f8ef1e
-def scaled_dot_product_attention(q: torch.Tensor, # queries (..., Lq, d_k)
-                                 k: torch.Tensor, # keys (..., Lk, d_k)
-                                 v: torch.Tensor, # values (..., Lk, d_v)
-                                 mask: torch.Tensor|None=None, # bool (True = may attend) or float (added), broadcastable to (..., Lq, Lk)
+def _grouped_matmul(a, b):
+    "a @ b for a (..., G, n, L, X) and b (..., G, 1, X, Y): the n heads of a group stacked as rows, so b is never copied."
+    n, L = a.shape[-3], a.shape[-2]
+    return (a.flatten(-3, -2) @ b.squeeze(-3)).unflatten(-2, (n, L))  # (..., G, n·L, Y) -> (..., G, n, L, Y)
+
+def _grouped_mask(mask, G, n):
+    "A mask broadcastable to (..., H, Lq, Lk) as one broadcastable to the grouped scores (..., G, n, Lq, Lk), H = G·n."
+    if mask.dim() < 3: return mask                                  # (Lq, Lk): broadcasts as it is
+    if mask.shape[-3] == 1: return mask.unsqueeze(-3)               # (..., 1, 1, Lq, Lk)
+    return mask.unflatten(-3, (G, n))                               # (..., G, n, Lq, Lk): head h = g·n + j
+
+def scaled_dot_product_attention(q: torch.Tensor, # queries (..., H, Lq, d_k)
+                                 k: torch.Tensor, # keys (..., G, Lk, d_k); G key/value heads, G dividing H
+                                 v: torch.Tensor, # values (..., G, Lk, d_v)
+                                 mask: torch.Tensor|None=None, # bool (True = may attend) or float (added), broadcastable to (..., H, Lq, Lk)
                                  is_causal: bool=False, # query i may attend keys j <= i (top-left aligned, like torch)
                                  scale: float|None=None, # multiplies the scores; default 1/sqrt(d_k)
                                  dropout_p: float=0.0, # dropout on the weights (always applied when > 0, like torch's function)
-                                 return_weights: bool=False, # also return the weights (..., Lq, Lk)
+                                 return_weights: bool=False, # also return the weights (..., H, Lq, Lk)
                                 ):
-    "softmax(q k^T * scale + mask) v, with the softmax in >= float32 and fully masked rows giving zeros."
+    "softmax(q kᵀ · scale + mask) v, with the softmax in >= float32 and fully masked rows giving zeros."
     check_qkv(q, k, v)
     Lq, Lk = q.shape[-2], k.shape[-2]
     check_mask(mask, (*q.shape[:-1], Lk), is_causal)
     check_dropout(dropout_p); check_scale(scale)
     if scale is None: scale = 1.0 / math.sqrt(q.shape[-1])
     acc = torch.promote_types(q.dtype, torch.float32)               # float32, or float64 for float64 inputs
-    scores = (q.to(acc) @ k.to(acc).transpose(-2, -1)) * scale      # (..., Lq, Lk)
+    n = kv_groups(q, k)                                             # query heads per key/value head
     if is_causal: mask = torch.ones(Lq, Lk, dtype=torch.bool, device=q.device).tril()  # (Lq, Lk), top-left
+    if n == 1:                                                      # one key/value head per query head
+        scores = (q.to(acc) @ k.to(acc).transpose(-2, -1)) * scale  # (..., H, Lq, Lk)
+    else:                                                           # grouped view: query head g·n + j reads kv head g
+        G = k.shape[-3]
+        qg = q.to(acc).unflatten(-3, (G, n))                        # (..., G, n, Lq, d_k)
+        kg = k.to(acc).unsqueeze(-3)                                # (..., G, 1, Lk, d_k)
+        scores = _grouped_matmul(qg, kg.transpose(-2, -1)) * scale  # (..., G, n, Lq, Lk)
+        if mask is not None: mask = _grouped_mask(mask, G, n)       # broadcastable to (..., G, n, Lq, Lk)
     if mask is not None:
         if mask.dtype == torch.bool: scores = scores.masked_fill(~mask, float("-inf"))
         else: scores = scores + mask.to(acc)
@@ -108,28 +151,40 @@ def scaled_dot_product_attention(q: torch.Tensor, # queries (..., Lq, d_k)
     s = e.sum(-1, keepdim=True)                                     # (..., Lq, 1); 0 on fully masked rows
     w = e / torch.where(s > 0, s, torch.ones_like(s))               # rows sum to 1, or to 0 when fully masked
     if dropout_p > 0: w = F.dropout(w, dropout_p, training=True)
-    out = (w @ v.to(acc)).to(q.dtype)                               # (..., Lq, d_v)
+    if n == 1: out = w @ v.to(acc)                                  # (..., H, Lq, d_v)
+    else:
+        out = _grouped_matmul(w, v.to(acc).unsqueeze(-3))           # (..., G, n, Lq, d_v)
+        out, w = out.flatten(-4, -3), w.flatten(-4, -3)             # (..., H, Lq, d_v), (..., H, Lq, Lk)
+    out = out.to(q.dtype)
     return (out, w.to(q.dtype)) if return_weights else out
 
+
 # %% ../nbs/00_attention.ipynb #ff6a9601
+_SDPA_HAS_GQA = torch.__version__ >= "2.5"                           # F.scaled_dot_product_attention(enable_gqa=...) is new in 2.5
+
 def _allowed_rows(mask):
     "True for query rows of `mask` with at least one key they may attend to."
     return mask.any(-1) if mask.dtype == torch.bool else (mask != float("-inf")).any(-1)
 
 def torch_sdpa(q, k, v, mask=None, is_causal=False, scale=None, dropout_p=0.0):
-    "`F.scaled_dot_product_attention` with our contract: checked inputs, fully masked rows give zeros."
+    "`F.scaled_dot_product_attention` with our contract: checked inputs, G key/value heads, fully masked rows give zeros."
     check_qkv(q, k, v)
     check_mask(mask, (*q.shape[:-1], k.shape[-2]), is_causal)
     check_dropout(dropout_p); check_scale(scale)
+    gqa = {}
+    if kv_groups(q, k) > 1:                                         # G < H key/value heads
+        if _SDPA_HAS_GQA: gqa = dict(enable_gqa=True)               # torch maps query head h to kv head h // (H/G)
+        else: k, v = repeat_kv(k, kv_groups(q, k)), repeat_kv(v, kv_groups(q, k))  # older torch: copy the heads
     if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale, dropout_p=dropout_p)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale, dropout_p=dropout_p, **gqa)
     if mask.is_floating_point(): mask = mask.to(q.dtype)
     rows = _allowed_rows(mask).unsqueeze(-1)                        # (..., Lq, 1), broadcast like the mask
     if not bool(rows.all()):  # open the empty rows so torch computes no NaN, then zero their outputs
         mask = mask | ~rows if mask.dtype == torch.bool else mask.masked_fill(~rows, 0.0)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, dropout_p=dropout_p)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, dropout_p=dropout_p, **gqa)
         return out.masked_fill(~rows, 0.0)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, dropout_p=dropout_p)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, dropout_p=dropout_p, **gqa)
+
 
 # %% ../nbs/00_attention.ipynb #eca60c4e
 class BackendInfo(NamedTuple):
@@ -151,7 +206,7 @@ class _Registry(dict):
             if dict.__contains__(self, name): return dict.__getitem__(self, name)
         raise KeyError(name)
 
-attention_backends = _Registry()  # name -> fn, the public registry (DESIGN.md)
+attention_backends = _Registry()  # name -> fn, the public registry
 backend_info: dict[str, BackendInfo] = {}
 lazy_backends = {"flash": "transformer_lit.flash", "triton": "transformer_lit.flash_triton"}  # loaded by name only
 
