@@ -6,7 +6,7 @@
 from __future__ import annotations
 import ctypes, gc, math, os
 import torch
-from .attention import check_qkv, check_mask, check_dropout, check_int, register_backend
+from .attention import check_qkv, check_mask, check_dropout, check_int, kv_groups, register_backend
 
 # %% auto #0
 __all__ = ['BACKEND_BLOCK', 'standard_attention_io', 'attention_flops', 'softmax_stats', 'online_softmax', 'check_flash_inputs',
@@ -95,7 +95,7 @@ def flash_forward(q, k, v, # queries (..., H, Lq, D), keys (..., G, Lk, D), valu
         return o[0], lse[0]
     acc = torch.promote_types(q.dtype, torch.float32)               # statistics in >= float32
     Lq, Lk, G = q.shape[-2], k.shape[-2], k.shape[-3]
-    R = q.shape[-3] // G                                            # query heads per key/value head (1: multi-head)
+    R = kv_groups(q, k)                                             # query heads per key/value head (1: multi-head)
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     qg = q.unflatten(-3, (G, R))                                    # (..., G, R, Lq, D), a view: group g reads k[..., g, :, :]
     maskg = None if mask is None else mask.unflatten(-3, (G, R))    # (..., G, R, Lq, Lk), a view
@@ -143,7 +143,7 @@ def flash_backward(do, q, k, v, o, lse, # the incoming gradient dO, the inputs, 
         return tuple(g[0] for g in grads)
     acc = lse.dtype
     Lq, Lk, G = q.shape[-2], k.shape[-2], k.shape[-3]
-    R = q.shape[-3] // G                                            # query heads per key/value head
+    R = kv_groups(q, k)                                             # query heads per key/value head
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     qg, dog = q.unflatten(-3, (G, R)), do.unflatten(-3, (G, R))    # (..., G, R, Lq, D), (..., G, R, Lq, Dv)
     lseg = lse.unflatten(-2, (G, R))                                # (..., G, R, Lq)

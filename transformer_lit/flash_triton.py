@@ -16,7 +16,7 @@ __all__ = ['LOG2E', 'SUPPORTED_DTYPES', 'MAX_HEAD_DIM', 'TUNED_CONFIGS', 'BWD_MA
 import os, sys, math, time, json, argparse, platform, functools
 import torch
 import torch.nn.functional as F
-from .attention import check_qkv, register_backend, scaled_dot_product_attention
+from .attention import check_qkv, kv_groups, register_backend, repeat_kv, scaled_dot_product_attention
 
 # The interpreter is chosen when a kernel is defined, so decide before `import triton`: on a machine
 # without CUDA, run the kernels in the interpreter unless the user already said otherwise.
@@ -328,7 +328,7 @@ def triton_flash_forward(q, k, v, # (B, H, Lq, D), (B, G, Lk, D), (B, G, Lk, D),
                         ):
     "Launch the forward kernel; return `o` (B, H, Lq, D) and `lse2` (B, H, Lq), the base-2 log-sum-exp in float32."
     B, H, n_q, d = q.shape
-    n_k, n_rep = k.shape[2], H // k.shape[1]                             # n_rep query heads per key/value head
+    n_k, n_rep = k.shape[2], kv_groups(q, k)                             # n_rep query heads per key/value head
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     cfg = config or block_config("fwd", d, q.dtype, is_causal)
     o = torch.empty_like(q)                                              # (B, H, Lq, D)
@@ -352,7 +352,7 @@ def triton_flash_backward(do, q, k, v, o, lse2, # the incoming gradient, the inp
                                                    HEAD_DIM=d, BLOCK_D=_bd(d), BLOCK_M=64)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     args = (lse2, delta, scale * LOG2E, scale,
-            *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], H, H // G, n_q, n_k)
+            *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], H, kv_groups(q, k), n_q, n_k)
     launch = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     _attn_bwd_dkdv[(triton.cdiv(n_k, cfg["BLOCK_N1"]), B * G)](q, k, v, do, dk, dv, *args,
                                                                **_constexprs("bwd_dkdv", d, q.dtype, is_causal, cfg), **launch)
@@ -443,9 +443,8 @@ def reference_attention(q, k, v, is_causal=False, scale=None,
                         upcast: bool=True, # True: chapter 00's math backend in float32 (float64 for float32 inputs)
                        ):
     "The oracle (upcast) or the same-dtype PyTorch computation: matmuls in q's dtype, softmax in float32."
-    if k.shape[-3] != q.shape[-3]:                                       # grouped-query: the oracle repeats each key/value head
-        n_rep = q.shape[-3] // k.shape[-3]
-        k, v = k.repeat_interleave(n_rep, -3), v.repeat_interleave(n_rep, -3)  # (..., H, Lk, D)
+    n_rep = kv_groups(q, k)
+    if n_rep > 1: k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)         # grouped-query: the oracle repeats each head, (..., H, Lk, D)
     if upcast:
         hi = torch.float64 if q.dtype in (torch.float32, torch.float64) else torch.float32
         return scaled_dot_product_attention(q.to(hi), k.to(hi), v.to(hi), is_causal=is_causal, scale=scale)
