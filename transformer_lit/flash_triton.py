@@ -126,7 +126,7 @@ def _attn_fwd(Q, K, V, O, LSE, qk_scale,
 @triton.jit(do_not_specialize=["H", "N_Q"])
 def _attn_bwd_delta(O, DO, DELTA, stride_ob, stride_oh, stride_on, stride_dob, stride_doh, stride_don, H, N_Q,
                     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr):
-    "Delta_i = rowsum(dO_i * O_i), in float32, for one query block of one head."
+    "Delta_i = rowsum(dO_i ∘ O_i), in float32, for one query block of one head."
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     bh = tl.program_id(1)
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
@@ -853,6 +853,7 @@ def compile_kernel(kind: str, # "fwd", "bwd_dkdv" or "bwd_dq"
                 registers=int(res["REG"]), local_bytes=int(res["LOCAL"]), stack_bytes=int(res["STACK"]),
                 spill_bytes=int(res["LOCAL"]) + int(res["STACK"]),  # no local arrays or calls here: a stack frame is spilled registers
                 shared_bytes=k.metadata.shared, wgmma=ptx.count("wgmma.mma_async"), mma_sync=ptx.count("mma.sync"),
+                n_rep_runtime="N_REP" in sig and "N_REP" in [fn.arg_names[a] if isinstance(a, int) else a for a in fn.do_not_specialize],
                 compile_s=round(seconds, 2))
 
 def hopper_cases(candidates: bool=False, # also every tuning candidate (FWD_CANDIDATES, BWD_CANDIDATES)
