@@ -8,6 +8,7 @@ Needs the system Chromium (`apt-get install -y chromium`, /usr/bin/chromium; nev
 install`). Without it the test is skipped, unless the environment variable CI is set (to anything
 but "", "0", "false" or "no"): then it fails.
 """
+import base64
 import json
 import os
 import secrets
@@ -223,3 +224,95 @@ def test_explorer_in_jupyterlab(lab):
             print(f"seconds since the server was up: {phases}")
         finally:
             browser.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernel-free frame player (transformer_lit.viz.FramePlayer): its HTML alone, in a file,
+# with no Jupyter server. Every control is moved; the picture must change and be the frame
+# Python computes for the new setting.
+
+def _player_page(page, html_path):
+    page.goto(html_path.as_uri())
+    page.wait_for_function("() => { const r = document.querySelector('.tl-player'); return r && r.dataset.ready === '1'; }")
+    return page.locator(".tl-player").first
+
+
+def _shown_png(player):
+    src = player.locator("img.tlp-frame").get_attribute("src")
+    prefix = "data:image/png;base64,"
+    assert src.startswith(prefix), src[:40]
+    return base64.b64decode(src[len(prefix):])
+
+
+def _set_control(player, axis, index):
+    "Move control `axis` to position `index` as a user would: a range by keyboard, a checkbox by click."
+    el = player.locator(f"input[data-axis='{axis}']")
+    if el.get_attribute("type") == "checkbox":
+        if el.is_checked() != bool(index): el.click()
+        return
+    el.focus()
+    current = int(el.input_value())
+    for _ in range(abs(index - current)):
+        el.press("ArrowRight" if index > current else "ArrowLeft")
+    assert int(el.input_value()) == index
+
+
+def drive_player(html_text, controls, expected_frame, tmp_path, start):
+    """Load a player's HTML from a file in headless Chromium and move every control.
+
+    controls: the player's {name: values}; expected_frame(**setting) -> the PNG Python computes;
+    start: the setting the page shows first. Returns the number of moves checked."""
+    from playwright.sync_api import sync_playwright
+    path = tmp_path / "player.html"
+    path.write_text(f"<!doctype html><html><head><meta charset='utf-8'></head><body>{html_text}</body></html>")
+    names = list(controls)
+    setting, moves = dict(start), 0
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page_errors = []
+            page.on("pageerror", lambda e: page_errors.append(str(e)))
+            player = _player_page(page, path)
+            assert _shown_png(player) == expected_frame(**setting)
+            for axis, name in enumerate(names):
+                values = list(controls[name])
+                # -- every other value of this control (then back), all other controls where they are
+                for index in [i for i in range(len(values)) if values[i] != setting[name]] + [values.index(start[name])]:
+                    before = _shown_png(player)
+                    _set_control(player, axis, index)
+                    setting[name] = values[index]
+                    shown = _shown_png(player)
+                    assert shown == expected_frame(**setting), f"after moving {name} to {values[index]!r}: not the frame for {setting}"
+                    if expected_frame(**setting) != before: assert shown != before
+                    moves += 1
+            assert page_errors == []
+        finally:
+            browser.close()
+    return moves
+
+
+def test_frame_player_without_a_server(tmp_path):
+    require_browser()
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+    from transformer_lit.viz import FramePlayer
+
+    def render(n, flip, colour):
+        fig = Figure(figsize=(2, 1), dpi=50)
+        ax = fig.subplots()
+        h = list(range(1, n + 1))
+        ax.bar(range(n), h[::-1] if flip else h, color=colour)
+        return fig
+
+    controls = {"n": [1, 2, 3, 5], "flip": [False, True], "colour": ["C0", "C3", "k"]}
+    player = FramePlayer(controls, render, value={"n": 3})
+    assert len(set(player.frames)) == len(player.frames) - 3     # n=1 looks the same flipped or not (3 colours)
+    fresh = {}
+    def expected(**s):  # -- recomputed, not read from the player
+        key = tuple(s.values())
+        if key not in fresh: fresh[key] = FramePlayer({k: [v] for k, v in s.items()}, render).frames[0]
+        return fresh[key]
+    moves = drive_player(player.html(), controls, expected, tmp_path, start=player.value)
+    assert moves == (4 - 1 + 1) + (2 - 1 + 1) + (3 - 1 + 1)
