@@ -11,6 +11,7 @@ but "", "0", "false" or "no"): then it fails.
 import base64
 import json
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -316,3 +317,28 @@ def test_frame_player_without_a_server(tmp_path):
         return fresh[key]
     moves = drive_player(player.html(), controls, expected, tmp_path, start=player.value)
     assert moves == (4 - 1 + 1) + (2 - 1 + 1) + (3 - 1 + 1)
+
+
+def test_chapter_02_player_saved_in_the_notebook(tmp_path):
+    "The explorer as the site shows it: the player's HTML saved in nbs/02_scaling.ipynb, checked against frames drawn now."
+    require_browser()
+    import matplotlib
+    matplotlib.use("Agg")
+    from transformer_lit.scaling import ScalingExplorer
+    from transformer_lit.widgets import DK_GRID, TAU_GRID, explorer_player
+
+    nb = json.loads((ROOT / "nbs" / NOTEBOOK).read_text())
+    cell, = [c for c in nb["cells"] if c["cell_type"] == "code" and "".join(c["source"]).startswith("player = explorer_player(ex)")]
+    html_text = "".join(cell["outputs"][0]["data"]["text/html"])
+    assert "<script" in html_text                                      # self-contained: nothing is fetched
+    assert not re.search(r"""(src|href)=["']?(https?:|//)|fetch\(|XMLHttpRequest""", html_text)
+    ex = ScalingExplorer()                                             # the chapter's explorer: the default one
+    fresh = {}
+    def expected(d_k, scaled, temperature):
+        key = (d_k, scaled, temperature)
+        if key not in fresh:
+            fresh[key] = explorer_player(ex, d_ks=(d_k,), scaled=(scaled,), temperatures=(temperature,)).frames[0]
+        return fresh[key]
+    controls = {"d_k": DK_GRID, "scaled": (False, True), "temperature": TAU_GRID}
+    moves = drive_player(html_text, controls, expected, tmp_path, start={"d_k": 64, "scaled": True, "temperature": 1.0})
+    assert moves == len(DK_GRID) + 2 + len(TAU_GRID)
