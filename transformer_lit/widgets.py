@@ -9,7 +9,11 @@ __all__ = ['DK_STEPS', 'DK_GRID', 'TAU_GRID', 'jacobian_curves', 'ExplorerPlot',
 # %% ../nbs/widgets.ipynb #5d829360
 import io, math
 import torch
-from matplotlib.figure import Figure
+try:
+    from matplotlib.figure import Figure
+except ModuleNotFoundError as e:  # the library installs without the course's tools
+    raise ModuleNotFoundError("transformer_lit.widgets draws with matplotlib, one of the course's tools: "
+                              "pip install 'transformer_lit[lab]'") from e
 from .scaling import ExplorerView, ScalingExplorer, softmax_entropy
 from .viz import FramePlayer
 
