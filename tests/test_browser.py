@@ -1,8 +1,11 @@
 """End to end: chapter 02 in a real JupyterLab, driven by headless Chromium through Playwright.
 
-Starts JupyterLab on a free localhost port with a random token, on a temporary copy of
-nbs/02_scaling.ipynb (nbs/ is never modified), opens it, runs all cells, moves the d_k slider of
-the explorer and checks that the picture changed and that no cell shows an error.
+Starts JupyterLab as `make lab` does (from nbs/, with tools/lab's configuration) on a free localhost
+port with a random token, on temporary copies of nbs/02_scaling.ipynb (nbs/ is never modified).
+Opens the committed notebook and saves it unchanged: the file must stay as committed and the server
+log free of tracebacks. Runs all cells of a copy without outputs, moves the d_k slider of the live
+explorer and checks that the picture changed and that no cell shows an error. Without any server,
+loads the kernel-free frame players' HTML from files and moves every control.
 
 Needs the system Chromium (`apt-get install -y chromium`, /usr/bin/chromium; never `playwright
 install`). Without it the test is skipped, unless the environment variable CI is set (to anything
@@ -24,13 +27,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = "02_scaling.ipynb"
+RUN_NOTEBOOK = "02_scaling_run.ipynb"            # the same chapter without outputs, to run
+LAB = ROOT / "tools" / "lab"                      # the configuration `make lab` uses
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
 ERROR_MIME = "application/vnd.jupyter.stderr"   # JupyterLab renders tracebacks (and stderr) with this mime type
-RUN_ALL_TIMEOUT_S = 150                          # generous: a loaded 2-core machine; the test normally takes far less
+RUN_ALL_TIMEOUT_S = 300                          # generous: a loaded 2-core machine; the test normally takes far less
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)
 
 
 def on_ci():
@@ -59,38 +64,46 @@ def api(base, token, path, method="GET"):
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    "A JupyterLab server on a temporary copy of the chapter: (base_url, token, log_path, n_code_cells). Always shut down."
+    """A JupyterLab server started the way `make lab` starts it, on a temporary copy of the course's layout.
+
+    work/settings.ini and work/nbs/ (never the repository's nbs/): 02_scaling.ipynb exactly as committed
+    (to open and save) and RUN_NOTEBOOK, the same notebook without outputs or prompt numbers (to run, so
+    every number and picture seen comes from this run). The server runs from work/nbs with the
+    repository's tools/lab configuration (its save hook, its settings overrides), after `jupyter trust`.
+    Yields (base_url, token, log_path, work). Always shut down."""
     require_browser()
     work = tmp_path_factory.mktemp("lab")
     root = work / "nbs"
     root.mkdir()
-    # -- the copy starts without outputs or prompt numbers, so every number and picture seen comes from this run
+    (work / "settings.ini").write_bytes((ROOT / "settings.ini").read_bytes())   # nbdev's hook reads the cleaning options
+    (root / NOTEBOOK).write_bytes((ROOT / "nbs" / NOTEBOOK).read_bytes())
     nb = json.loads((ROOT / "nbs" / NOTEBOOK).read_text())
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
-    (root / NOTEBOOK).write_text(json.dumps(nb))
-    n_code = sum(cell["cell_type"] == "code" for cell in nb["cells"])
-    # -- user settings: attach every cell to the DOM (the default windowing may leave off-screen cells out)
-    #    and no news or update checks (no network)
+    (root / RUN_NOTEBOOK).write_text(json.dumps(nb))
+    # -- user settings of the test only: attach every cell to the DOM (the default windowing may leave
+    #    off-screen cells out). News and update checks are off through tools/lab/overrides.json, as in `make lab`.
     settings = work / "settings"
     (settings / "@jupyterlab" / "notebook-extension").mkdir(parents=True)
     (settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
         json.dumps({"windowingMode": "none"}))
-    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
-    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     token, port = secrets.token_hex(24), free_port()
     env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}   # the kernel shows figures inline, like a learner's
     env.update(JUPYTER_CONFIG_DIR=str(work / "config"), JUPYTER_RUNTIME_DIR=str(work / "runtime"),
+               JUPYTER_DATA_DIR=str(work / "data"),
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p))
+    # -- as `make lab` does: trust the notebooks, then start from nbs/ with the course's configuration
+    subprocess.run([sys.executable, "-m", "jupyter", "trust", NOTEBOOK, RUN_NOTEBOOK], cwd=root, env=env,
+                   check=True, capture_output=True)
     log_path = work / "jupyterlab.log"
     log = open(log_path, "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
-         "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--config={LAB / 'jupyter_server_config.py'}",
+         f"--LabApp.app_settings_dir={LAB}", "--LabApp.news_url=None",
+         f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
          f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={work / 'workspaces'}",
-         "--LabApp.news_url=None", "--LabApp.extension_manager=readonly", "--ServerApp.terminals_enabled=False",
+         "--LabApp.extension_manager=readonly", "--ServerApp.terminals_enabled=False",
          *(["--allow-root"] if os.geteuid() == 0 else [])],
         cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
@@ -107,7 +120,7 @@ def lab(tmp_path_factory):
             if time.monotonic() > deadline:
                 pytest.fail(f"JupyterLab did not answer within 60 s:\n{log_path.read_text(errors='replace')[-3000:]}")
             time.sleep(0.3)
-        yield base, token, log_path, n_code
+        yield base, token, log_path, work
     finally:
         # -- shut down: the API stops the kernels and the server; then make sure the process is gone
         try:
@@ -124,7 +137,20 @@ def lab(tmp_path_factory):
                 proc.kill()
                 proc.wait(timeout=10)
         log.close()
-        assert (root / NOTEBOOK).exists()
+
+
+def log_problems(log_path):
+    "Lines of the server log that report a failure: tracebacks, failed hooks, untrusted notebooks."
+    lines = log_path.read_text(errors="replace").splitlines()
+    return [l for l in lines if re.search(r"Traceback|Error|failed|is not trusted", l)]
+
+
+def open_notebook(page, base, token, name):
+    "Open a notebook in JupyterLab and wait until all its code cells are in the page; returns their number."
+    n_code = sum(c["cell_type"] == "code" for c in json.loads((ROOT / "nbs" / NOTEBOOK).read_text())["cells"])
+    page.goto(f"{base}/lab/tree/{name}?reset&token={token}")   # reset: only this notebook open, whatever ran before
+    page.wait_for_function("n => document.querySelectorAll('.jp-Notebook .jp-CodeCell').length === n", arg=n_code)
+    return n_code
 
 
 def wait_for_idle_kernel(base, token, timeout_s):
@@ -152,9 +178,54 @@ def errors(page):
     return page.locator(f".jp-Notebook [data-mime-type='{ERROR_MIME}']").all_inner_texts()
 
 
+def test_open_and_save_leave_the_notebook_unchanged(lab):
+    """A learner opens chapter 02 and saves it without changing anything: the file stays byte for byte what git has,
+    the save hook runs without a traceback, and before any cell runs the explorer is the working player."""
+    from playwright.sync_api import sync_playwright
+    base, token, log_path, work = lab
+    path = work / "nbs" / NOTEBOOK
+    committed = path.read_bytes()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1100})
+            page.set_default_timeout(60_000)
+            open_notebook(page, base, token, NOTEBOOK)
+            wait_for_idle_kernel(base, token, timeout_s=90)
+            # -- the saved output is the kernel-free player: its script ran (a trusted notebook), no widget repr
+            player = page.locator(".jp-Notebook .tl-player").first
+            player.scroll_into_view_if_needed()
+            page.wait_for_function("el => el.dataset.ready === '1'", arg=player.element_handle())
+            assert page.get_by_text("VBox(children=").count() == 0
+            before = player.locator("img.tlp-frame").get_attribute("src")
+            player.locator("input[data-axis='0']").focus()
+            page.keyboard.press("End")                                   # d_k = 1024
+            assert player.locator("img.tlp-frame").get_attribute("src") != before
+            assert "d_k=1024" in player.locator(".tlp-caption").inner_text()
+            assert page.get_by_text("official Jupyter news").count() == 0    # no news pop-up
+            # -- save without a change (Ctrl+S in command mode) and wait for the server to write the file
+            page.locator(".jp-Notebook .jp-Cell").first.click()
+            page.keyboard.press("Escape")
+            mtime = path.stat().st_mtime_ns
+            page.keyboard.press("Control+s")
+            deadline = time.monotonic() + 30
+            while path.stat().st_mtime_ns == mtime:
+                assert time.monotonic() < deadline, "the notebook was not saved within 30 s"
+                time.sleep(0.2)
+            time.sleep(0.5)
+        finally:
+            browser.close()
+    assert log_problems(log_path) == [], "\n".join(log_problems(log_path))
+    saved = path.read_bytes()
+    if saved != committed:
+        import difflib
+        diff = "\n".join(list(difflib.unified_diff(committed.decode().splitlines(), saved.decode().splitlines(), lineterm="", n=1))[:40])
+        raise AssertionError(f"opening and saving changed the notebook:\n{diff}")
+
+
 def test_explorer_in_jupyterlab(lab):
     from playwright.sync_api import sync_playwright
-    base, token, log_path, n_code = lab
+    base, token, log_path, work = lab
     t0, phases = time.monotonic(), {}
 
     def phase(name):
@@ -165,9 +236,7 @@ def test_explorer_in_jupyterlab(lab):
         try:
             page = browser.new_page(viewport={"width": 1500, "height": 1100})
             page.set_default_timeout(60_000)
-            page.goto(f"{base}/lab/tree/{NOTEBOOK}?token={token}")
-            # -- wait until every code cell of the notebook is in the page
-            page.wait_for_function("n => document.querySelectorAll('.jp-Notebook .jp-CodeCell').length === n", arg=n_code)
+            n_code = open_notebook(page, base, token, RUN_NOTEBOOK)
             phase("notebook open")
 
             # -- wait for the notebook's kernel to be idle: a Run All sent earlier may be lost on a slow machine
@@ -223,6 +292,7 @@ def test_explorer_in_jupyterlab(lab):
             assert errors(page) == []
             phase("slider moved, picture changed")
             print(f"seconds since the server was up: {phases}")
+            assert log_problems(log_path) == [], "\n".join(log_problems(log_path))
         finally:
             browser.close()
 
