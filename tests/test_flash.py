@@ -327,3 +327,24 @@ def test_gqa_bad_head_counts():
         flash_attention(q, torch.randn(1, 16, 4, 8), torch.randn(1, 16, 4, 8))
     with pytest.raises(ValueError, match=r"^k\.shape\[-3\]=2 must equal v\.shape\[-3\]=4"):
         flash_attention(q, torch.randn(1, 2, 4, 8), torch.randn(1, 4, 4, 8))
+
+
+# -- chapter 10's step player, as the site shows it (headless Chromium, no Jupyter server) -----------
+def test_chapter_10_player_saved_in_the_notebook(tmp_path):
+    "Moving the saved player's slider shows each step's frame and the caption of that step's tiles."
+    import base64, json, re
+    from pathlib import Path
+    tb = pytest.importorskip("test_browser")                           # tests/test_browser.py: drive_player, require_browser
+    tb.require_browser()
+    nb = json.loads((Path(__file__).resolve().parent.parent / "nbs" / "10_flash_attention.ipynb").read_text())
+    cell, = [c for c in nb["cells"] if c["cell_type"] == "code" and "player = FramePlayer(" in "".join(c["source"])]
+    html_text = "".join(cell["outputs"][0]["data"]["text/html"])
+    assert not re.search(r"""(src|href)=["']?(https?:|//)|fetch\(|XMLHttpRequest""", html_text)   # nothing is fetched
+    data = json.loads(re.search(r'class="tlp-data">(.*?)</script>', html_text, re.S).group(1).replace('<\\/', '</'))
+    steps = list(range(12))                                            # Lq=12, Lk=16 in 4x4 tiles: 3 query tiles x 4 key tiles
+    assert len(set(data["order"])) == len(steps) == len(data["order"])
+    for k, cap in enumerate(data["captions"]):                         # the tile of step k, from the loop order of flash_forward
+        i0, j0 = 4 * (k // 4), 4 * (k % 4)
+        assert cap == f"step {k}: query rows {i0}:{i0 + 4}, key tile {j0}:{j0 + 4}"
+    expected = lambda step: base64.b64decode(data["frames"][data["order"][step]])
+    assert tb.drive_player(html_text, {"step": steps}, expected, tmp_path, start={"step": 2}) == len(steps)
