@@ -101,3 +101,57 @@ def test_python_dash_m_runs(tmp_path):
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert "| flash | 8 |" in res.stdout and (tmp_path / "attention_cpu_float32_fwd.md").exists()
+
+
+# ---------------------------------------------------------------- grouped-query decoding step
+from transformer_lit.bench import bench_gqa, gqa_table, repeated_kv_layer
+from transformer_lit.multihead import KVCache, MultiHeadAttention, kv_cache_bytes
+
+@pytest.mark.parametrize("G", [1, 2, 4])
+@pytest.mark.parametrize("bias,qkv_bias", [(True, None), (False, True), (False, False)])
+def test_repeated_kv_layer_computes_the_same(G, bias, qkv_bias):
+    torch.manual_seed(G)
+    layer = MultiHeadAttention(16, 4, n_kv_heads=G, bias=bias, qkv_bias=qkv_bias).double()
+    with torch.no_grad():
+        for p in layer.parameters(): p.normal_(0, 0.3)
+    full = repeated_kv_layer(layer)
+    assert full.n_kv_heads == 4 and full.in_proj.weight.shape == (48, 16)
+    assert (full.in_proj.bias is None) == (layer.in_proj.bias is None) and (full.out_proj.bias is None) == (not bias)
+    x = torch.randn(2, 7, 16, dtype=torch.float64)
+    torch.testing.assert_close(full(x, is_causal=True), layer(x, is_causal=True), atol=1e-12, rtol=0)
+    c1, c2 = KVCache(), KVCache()
+    layer(x, cache=c1); full(x, cache=c2)
+    assert c1.nbytes() * (4 // G) == c2.nbytes()
+    with pytest.raises(TypeError, match=r"^layer must be a MultiHeadAttention with a fused in_proj"):
+        repeated_kv_layer(MultiHeadAttention(16, 4, kdim=5))
+
+def test_bench_gqa_rows_bytes_and_ratios():
+    rows = bench_gqa(batch=2, context=32, d_model=32, n_heads=8, repeats=2, warmup=1)
+    assert [(r["backend"], r["G"], r["variant"]) for r in rows] == [
+        (b, G, v) for b in ("sdpa", "math") for G in (8, 2, 1) for v in ("grouped", "repeated")]
+    for r in rows:
+        heads = r["G"] if r["variant"] == "grouped" else 8
+        assert r["cache_heads"] == heads and r["cache_bytes"] == kv_cache_bytes(heads, 4, 32, batch=2, dtype=torch.float32)
+        assert r["ms"] > 0 and r["max_abs_diff"] < 1e-5
+        if r["variant"] == "repeated": assert r["vs_repeated_ms"] == 1.0 and r["vs_repeated_bytes"] == 1.0
+    by = {(r["backend"], r["G"], r["variant"]): r for r in rows}
+    for b in ("sdpa", "math"):
+        for G in (8, 2, 1):
+            g, rep = by[(b, G, "grouped")], by[(b, G, "repeated")]
+            assert g["vs_repeated_bytes"] == G / 8 and g["vs_repeated_ms"] == pytest.approx(g["ms"] / rep["ms"])
+    table = gqa_table(rows, "t").splitlines()
+    assert table[:3] == ["**t**", "", "| backend | G (kv heads) | layer | cached heads | cache bytes | step median ms | time / repeated | cache / repeated | max abs diff |"]
+    assert len(table) == 4 + len(rows) and table[4].startswith("| sdpa | 8 | grouped | 8 | 16,384 | ")
+    assert [r["G"] for r in bench_gqa(batch=1, context=4, d_model=16, n_heads=4, kv_heads=(2,), backends=("math",), repeats=1, warmup=0)] == [2, 2]
+    with pytest.raises(ValueError, match=r"^kv_heads contains 3, which does not divide n_heads=8$"):
+        bench_gqa(n_heads=8, kv_heads=(3,))
+
+def test_cli_gqa_flag(tmp_path, monkeypatch, capsys):
+    small = lambda dtype, device: bench_gqa(batch=1, context=8, d_model=16, n_heads=4, dtype=dtype, device=device, repeats=1, warmup=0)
+    monkeypatch.setattr(bench, "bench_gqa", small)
+    rows = main(["--seq-lens", "8", "--heads", "1", "--head-dim", "4", "--backends", "sdpa", "--repeats", "1",
+                 "--no-progress", "--gqa", "--out", str(tmp_path)])
+    assert (tmp_path / "gqa_cpu_float32.md").read_text().startswith("**one decoding step, B=4, context 1024")
+    assert sum("variant" in r for r in rows) == 8                 # H=4: G = 4 and 1 (H/4 = 1), two backends, two layers
+    out = capsys.readouterr().out
+    assert "wrote attention_cpu_float32_fwd.md, .json, .png into --out" in out and str(tmp_path) not in out

@@ -299,3 +299,245 @@ def test_cached_chunks_with_is_causal_equal_one_causal_pass(chunks):
                           attn_bias=None if ab is None else ab[..., t:t + n, :t + n]))
             t += n
         torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-12, rtol=0)
+
+
+# ---------------------------------------------------------------- grouped-query attention: n_kv_heads = G key/value heads
+from transformer_lit.attention import attend, repeat_kv
+from transformer_lit.multihead import check_kv_heads, kv_cache_bytes
+
+def E(exc, msg): return pytest.raises(exc, match="^" + re.escape(msg))
+
+def gqa_pair(E_=16, H=4, G=2, bias=True, qkv_bias=None, dtype=f64, seed=0, **kw):
+    "A GQA module and the MHA module (G = H) that computes the same: its W_K, W_V rows are each kv head's rows repeated."
+    torch.manual_seed(seed)
+    g = MultiHeadAttention(E_, H, bias=bias, qkv_bias=qkv_bias, n_kv_heads=G, **kw).to(dtype)
+    m = MultiHeadAttention(E_, H, bias=bias, qkv_bias=qkv_bias, **kw).to(dtype)
+    D, n = E_ // H, H // G
+    with torch.no_grad():
+        for p in g.parameters(): p.normal_(0, 0.3)
+        if g.fused: Wq, Wk, Wv = g.in_proj.weight.split(g.qkv_widths)
+        else: Wq, Wk, Wv = g.q_proj.weight, g.k_proj.weight, g.v_proj.weight
+        rep = lambda W: W.view(G, D, -1).repeat_interleave(n, 0).reshape(H * D, -1)   # kv head g -> query heads g·n .. g·n + n-1
+        W = (Wq, rep(Wk), rep(Wv))
+        if g.fused: m.in_proj.weight.copy_(torch.cat(W))
+        else:
+            for lin, w in zip((m.q_proj, m.k_proj, m.v_proj), W): lin.weight.copy_(w)
+        bq = g.in_proj.bias if g.fused else (g.q_proj.bias)
+        if bq is not None:
+            if g.fused: b = g.in_proj.bias.split(g.qkv_widths)
+            else: b = (g.q_proj.bias, g.k_proj.bias, g.v_proj.bias)
+            B = (b[0], b[1].view(G, D).repeat_interleave(n, 0).reshape(-1), b[2].view(G, D).repeat_interleave(n, 0).reshape(-1))
+            if m.fused: m.in_proj.bias.copy_(torch.cat(B))
+            else:
+                for lin, bb in zip((m.q_proj, m.k_proj, m.v_proj), B): lin.bias.copy_(bb)
+        m.out_proj.load_state_dict(g.out_proj.state_dict())
+    return g, m
+
+def test_gqa_none_is_todays_module_bit_for_bit():
+    for kw in (dict(), dict(bias=False), dict(kdim=6, vdim=5)):
+        torch.manual_seed(0); a = MultiHeadAttention(16, 4, **kw)
+        torch.manual_seed(0); b = MultiHeadAttention(16, 4, n_kv_heads=4, qkv_bias=kw.get("bias", True), **kw)
+        assert a.n_kv_heads == b.n_kv_heads == 4 and a.d_head == 4
+        sa, sb = a.state_dict(), b.state_dict()
+        assert list(sa) == list(sb) and all(torch.equal(sa[k], sb[k]) for k in sa)
+        x = torch.randn(2, 7, 16)
+        if "kdim" in kw:
+            assert list(sa) == [f"{p}_proj.{w}" for p in "qkv" for w in ("weight", "bias")] + ["out_proj.weight", "out_proj.bias"]
+            mem_k, mem_v = torch.randn(2, 5, 6), torch.randn(2, 5, 5)
+            assert torch.equal(a(x, mem_k, mem_v), b(x, mem_k, mem_v)); continue
+        assert list(sa) == (["in_proj.weight", "in_proj.bias", "out_proj.weight", "out_proj.bias"] if kw.get("bias", True)
+                            else ["in_proj.weight", "out_proj.weight"])
+        assert a.in_proj.weight.shape == (48, 16)
+        # today's fused projection, written out: view (B, T, 3, H, D), permute, unbind; the same bits come out
+        B, T = x.shape[:2]
+        q, k, v = a.in_proj(x).view(B, T, 3, 4, 4).permute(2, 0, 3, 1, 4).unbind(0)
+        legacy = a.out_proj(merge_heads(attend(q, k, v, is_causal=True).out))
+        assert torch.equal(a(x, is_causal=True), legacy) and torch.equal(b(x, is_causal=True), legacy)
+        assert torch.equal(a(x, need_weights=True)[1], b(x, need_weights=True)[1])
+
+def test_gqa_from_torch_is_unchanged():
+    ref, ours = pair()
+    assert ours.n_kv_heads == ours.n_heads == 4 and ours.in_proj.weight.shape == (48, 16)
+    x = rand(2, 6, 16)
+    close(ours(x), ref(x, x, x, need_weights=False)[0])
+
+@pytest.mark.parametrize("G", [1, 2, 4, 8])
+@pytest.mark.parametrize("bias,qkv_bias", [(True, None), (False, None), (False, True), (True, False)])
+def test_gqa_projection_shapes_and_parameter_count(G, bias, qkv_bias):
+    E_, H, D = 32, 8, 4
+    m = MultiHeadAttention(E_, H, bias=bias, qkv_bias=qkv_bias, n_kv_heads=G)
+    has_qkv_bias = bias if qkv_bias is None else qkv_bias
+    assert (m.n_heads, m.n_kv_heads, m.d_head) == (8, G, 4)
+    assert m.in_proj.weight.shape == ((H + 2 * G) * D, E_) and m.out_proj.weight.shape == (E_, H * D)
+    assert (m.in_proj.bias is not None) == has_qkv_bias and (m.out_proj.bias is not None) == bias
+    n = sum(p.numel() for p in m.parameters())
+    assert n == attention_cost(E_, H, 1, bias=bias, n_kv_heads=G, qkv_bias=qkv_bias)["params"]
+    assert n == 2 * E_ * E_ + 2 * E_ * G * D + (E_ + 2 * G * D) * has_qkv_bias + E_ * bias
+    c = MultiHeadAttention(E_, H, n_kv_heads=G, kdim=6, vdim=5, qkv_bias=qkv_bias, bias=bias)
+    assert c.q_proj.weight.shape == (32, 32) and c.k_proj.weight.shape == (G * D, 6) and c.v_proj.weight.shape == (G * D, 5)
+    q, k, v = c.project_qkv(torch.randn(2, 3, 32), torch.randn(2, 9, 6), torch.randn(2, 9, 5))
+    assert q.shape == (2, 8, 3, 4) and k.shape == v.shape == (2, G, 9, 4)
+
+@pytest.mark.parametrize("backend", ["math", "sdpa", "auto"])
+@pytest.mark.parametrize("G", [1, 2, 4])
+@pytest.mark.parametrize("L", [1, 7, 113])
+@pytest.mark.parametrize("kind", ["none", "causal", "bool", "float"])
+def test_gqa_module_equals_mha_with_repeated_kv_heads(backend, G, L, kind):
+    g, m = gqa_pair(H=4, G=G, backend=backend)
+    x = rand(2, L, 16, seed=L)
+    keep = torch.rand(2, 4, L, L) > 0.5; keep[..., 0] = True
+    kw = {"none": {}, "causal": dict(is_causal=True), "bool": dict(mask=keep), "float": dict(mask=rand(1, 4, L, L, seed=9))}[kind]
+    xg, xm = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out_g, out_m = g(xg, **kw), m(xm, **kw)
+    close(out_g, out_m)
+    do = rand(*out_g.shape, seed=5)
+    out_g.backward(do); out_m.backward(do)
+    close(xg.grad, xm.grad)
+    D, n = 4, 4 // G                                           # a shared kv head's weight gradient is the sum over its copies
+    Wq_g, Wk_g, Wv_g = g.in_proj.weight.grad.split(g.qkv_widths)
+    Wq_m, Wk_m, Wv_m = m.in_proj.weight.grad.split(m.qkv_widths)
+    close(Wq_g, Wq_m)
+    for a, b in ((Wk_g, Wk_m), (Wv_g, Wv_m)): close(a, b.view(G, n, D, 16).sum(1).reshape(G * D, 16))
+
+def test_gqa_module_cross_attention_kdim_vdim_equals_repeated():
+    g, m = gqa_pair(H=4, G=2, kdim=6, vdim=5)
+    x, k, v = rand(2, 3, 16), rand(2, 9, 6, seed=2), rand(2, 9, 5, seed=3)
+    close(g(x, k, v), m(x, k, v))
+    g2, m2 = gqa_pair(H=4, G=1)                                 # fused weights, cross-attention slices
+    mem = rand(2, 9, 16, seed=4)
+    close(g2(x, mem), m2(x, mem))
+
+def test_mqa_is_one_shared_head():
+    g, m = gqa_pair(H=4, G=1)
+    x = rand(2, 5, 16)
+    q, k, v = g.project_qkv(x)
+    assert q.shape == (2, 4, 5, 4) and k.shape == v.shape == (2, 1, 5, 4)
+    out_heads = scaled_dot_product_attention(q, k.expand(2, 4, 5, 4), v.expand(2, 4, 5, 4))   # every query head reads head 0
+    close(g(x), g.out_proj(merge_heads(out_heads)))
+    close(g(x), m(x))
+
+@pytest.mark.parametrize("G", [1, 2, 4])
+def test_gqa_cached_decoding_equals_full_and_cache_holds_g_heads(G):
+    g, m = gqa_pair(H=4, G=G)
+    g.eval()
+    x = rand(3, 6, 16)
+    full = g(x, is_causal=True)
+    cache = KVCache()
+    assert cache.nbytes() == 0
+    steps = torch.cat([g(x[:, t:t + 1], cache=cache) for t in range(6)], 1)
+    close(steps, full, 1e-12)
+    assert cache.k.shape == cache.v.shape == (3, G, 6, 4)
+    assert cache.nbytes() == 2 * 3 * G * 6 * 4 * 8                  # float64: 8 bytes
+    mcache = KVCache(); [m(x[:, t:t + 1], cache=mcache) for t in range(6)]
+    assert mcache.nbytes() == cache.nbytes() * (4 // G)             # the repeated module caches H/G times more
+    assert cache.nbytes() == kv_cache_bytes(G, 4, 6, batch=3, dtype=f64)
+    with E(ValueError, f"k.shape=(3, 5, 1, 4), v.shape=(3, 5, 1, 4) must match the cached (3, {G}, 6, 4), (3, {G}, 6, 4) in all dims but -2"):
+        cache.append(torch.zeros(3, 5, 1, 4, dtype=f64), torch.zeros(3, 5, 1, 4, dtype=f64))
+    mem = rand(3, 5, 16, seed=7)
+    xc = CrossKVCache()
+    first = g(x[:, :1], mem, cache=xc)
+    assert xc.k.shape == (3, G, 5, 4) and xc.nbytes() == 2 * 3 * G * 5 * 4 * 8
+    close(g(x[:, 1:3], torch.zeros_like(mem), cache=xc), g(x[:, 1:3], mem))
+
+def test_gqa_rotary_and_cached_chunks():
+    from transformer_lit.positional import RotaryEmbedding
+    g, _ = gqa_pair(H=4, G=2, rotary=RotaryEmbedding(4))
+    x = rand(2, 7, 16)
+    full = g(x, is_causal=True)
+    cache = KVCache()
+    close(torch.cat([g(x[:, :3], cache=cache, is_causal=True), g(x[:, 3:], cache=cache, is_causal=True)], 1), full, 1e-12)
+
+def test_gqa_float32_against_float64_and_gradcheck():
+    g, _ = gqa_pair(H=4, G=2)
+    x = rand(2, 113, 16)
+    ref = g(x, is_causal=True)
+    g32 = MultiHeadAttention(16, 4, n_kv_heads=2); g32.load_state_dict({k: v.float() for k, v in g.state_dict().items()})
+    torch.testing.assert_close(g32(x.float(), is_causal=True).double(), ref, atol=1e-5, rtol=1.3e-6)
+    small, _ = gqa_pair(E_=8, H=4, G=2, backend="math")
+    xs = rand(1, 3, 8).requires_grad_()
+    assert torch.autograd.gradcheck(lambda t: small(t, is_causal=True), (xs,))
+    params = [p for p in small.parameters()]
+    assert torch.autograd.gradcheck(lambda *ps: torch.func.functional_call(small, dict(zip([n for n, _ in small.named_parameters()], ps)), (xs.detach(),)),
+                                    tuple(p.detach().clone().requires_grad_() for p in params))
+
+def _copy_hf(hf, ours):
+    with torch.no_grad():
+        ours.in_proj.weight.copy_(torch.cat([hf.q_proj.weight, hf.k_proj.weight, hf.v_proj.weight]))
+        if ours.in_proj.bias is not None: ours.in_proj.bias.copy_(torch.cat([hf.q_proj.bias, hf.k_proj.bias, hf.v_proj.bias]))
+        ours.out_proj.weight.copy_(hf.o_proj.weight)
+        if ours.out_proj.bias is not None: ours.out_proj.bias.copy_(hf.o_proj.bias)
+
+@pytest.mark.parametrize("family,G,bias", [("llama", 2, False), ("llama", 1, False), ("llama", 2, True), ("qwen2", 2, None)])
+def test_gqa_equals_hugging_face_attention(family, G, bias):
+    "transformers' LlamaAttention / Qwen2Attention with num_key_value_heads < num_attention_heads, random init, weights copied."
+    pytest.importorskip("transformers")
+    from transformer_lit.positional import RotaryEmbedding
+    E_, H, D, T = 64, 8, 8, 7
+    if family == "llama":
+        from transformers import LlamaConfig
+        from transformers.models.llama.modeling_llama import LlamaAttention as Attn
+        cfg = LlamaConfig(hidden_size=E_, num_attention_heads=H, num_key_value_heads=G, intermediate_size=128,
+                          vocab_size=10, attention_bias=bias)
+        ours_kw = dict(bias=bias)
+    else:                                                       # Qwen2: q/k/v biases, no o_proj bias
+        from transformers import Qwen2Config
+        from transformers.models.qwen2.modeling_qwen2 import Qwen2Attention as Attn
+        cfg = Qwen2Config(hidden_size=E_, num_attention_heads=H, num_key_value_heads=G, intermediate_size=128, vocab_size=10)
+        ours_kw = dict(bias=False, qkv_bias=True)
+    cfg._attn_implementation = "sdpa"                           # float64 throughout (eager takes its softmax in float32)
+    torch.manual_seed(0)
+    hf = Attn(cfg, layer_idx=0).double().eval()
+    with torch.no_grad():
+        for p in hf.parameters(): p.normal_(0, 0.2)            # biases too (HF initialises them to zero)
+    rope = RotaryEmbedding(D, base=10000.0, interleaved=False)  # LLaMA's half-split pairing (i, i + D/2)
+    ours = MultiHeadAttention(E_, H, n_kv_heads=G, rotary=rope, **ours_kw).double().eval()
+    _copy_hf(hf, ours)
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in hf.parameters())
+    x = rand(2, T, E_)
+    cos, sin = (t[:T].expand(2, T, D) for t in rope.tables(T, f64))        # our float64 tables for both
+    causal = torch.zeros(T, T, dtype=f64).masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), -math.inf)[None, None]
+    out_hf, _ = hf(x, position_embeddings=(cos, sin), attention_mask=causal)
+    for backend in ("math", "sdpa"):
+        ours.backend = backend
+        close(ours(x, is_causal=True), out_hf)
+        close(hf(x, position_embeddings=(cos, sin), attention_mask=None)[0], out_hf)   # HF: no mask means causal
+        close(ours(x), hf(x, position_embeddings=(cos, sin), attention_mask=torch.zeros(1, 1, T, T, dtype=f64))[0])
+    ours.backend = "auto"
+    cfg._attn_implementation = "eager"                          # HF's eager path returns the weights (softmax in float32)
+    out_eager, w_hf = hf(x, position_embeddings=(cos, sin), attention_mask=causal)
+    out, w = ours(x, is_causal=True, need_weights=True)
+    torch.testing.assert_close(w, w_hf, atol=1e-6, rtol=0); torch.testing.assert_close(out, out_eager, atol=1e-5, rtol=0)
+    cfg._attn_implementation = "sdpa"
+    # HF's own rotary tables (computed in float32) agree to float32 precision
+    from importlib import import_module
+    mod = import_module(Attn.__module__)
+    rot_cls = [getattr(mod, n) for n in dir(mod) if n.endswith("RotaryEmbedding")][0]
+    hf_cos, hf_sin = rot_cls(cfg)(x, torch.arange(T)[None].expand(2, T))
+    out_hf2, _ = hf(x, position_embeddings=(hf_cos.double(), hf_sin.double()), attention_mask=causal)
+    torch.testing.assert_close(ours(x, is_causal=True), out_hf2, atol=1e-6, rtol=0)
+    cache = KVCache()                                            # cached decoding equals HF's full causal pass
+    close(torch.cat([ours(x[:, t:t + 1], cache=cache) for t in range(T)], 1), out_hf)
+    assert cache.k.shape == (2, G, T, D)
+
+def test_gqa_constructor_errors():
+    for G, err, msg in [(3, ValueError, "n_kv_heads=3 must divide n_heads=8: each key/value head is shared by n_heads / n_kv_heads query heads (so 1 <= n_kv_heads <= n_heads)"),
+                        (16, ValueError, "n_kv_heads=16 must divide n_heads=8: each key/value head is shared by n_heads / n_kv_heads query heads (so 1 <= n_kv_heads <= n_heads)"),
+                        (0, ValueError, "n_kv_heads=0 must be a positive int or None"),
+                        (-2, ValueError, "n_kv_heads=-2 must be a positive int or None"),
+                        (True, TypeError, "n_kv_heads=True must be a positive int or None"),
+                        (2.0, TypeError, "n_kv_heads=2.0 must be a positive int or None"),
+                        ("2", TypeError, "n_kv_heads='2' must be a positive int or None")]:
+        with E(err, msg): MultiHeadAttention(32, 8, n_kv_heads=G)
+        with E(err, msg): attention_cost(32, 8, 4, n_kv_heads=G)
+        with E(err, msg): check_kv_heads(8, G)
+    with E(TypeError, "qkv_bias=1 must be a bool or None"): MultiHeadAttention(32, 8, qkv_bias=1)
+    assert check_kv_heads(8, None) == 8 and check_kv_heads(8, 8) == 8 and check_kv_heads(8, 1) == 1
+
+def test_kv_cache_arithmetic():
+    assert kv_cache_bytes(8, 128, 4096, n_layers=80) == 2 * 80 * 8 * 128 * 4096 * 2       # bf16 default: 2 bytes
+    assert kv_cache_bytes(64, 128, 1, n_layers=80, dtype=torch.float32) == 2 * 80 * 64 * 128 * 4
+    c = attention_cost(8192, 64, 1, 4096, bias=False, n_kv_heads=8)
+    assert c["params"] == 2 * 8192 ** 2 + 2 * 8192 * 1024 and c["kv_cache_elements"] == 2 * 4096 * 1024
+    assert attention_cost(8192, 64, 1, 4096, bias=False)["params"] == 4 * 8192 ** 2
+    with E(ValueError, "n_kv_heads=0 must be a positive int"): kv_cache_bytes(0, 128, 10)
+    with E(TypeError, "dtype='bf16' must be a torch.dtype"): kv_cache_bytes(8, 128, 10, dtype="bf16")

@@ -10,11 +10,12 @@ import torch
 import torch.nn.functional as F
 from .attention import attention_backends, backend_names, choose_backend
 from .flash import attention_flops, peak_memory
-from .multihead import MultiHeadAttention
+from .multihead import KVCache, MultiHeadAttention
 
 # %% auto #0
 __all__ = ['SDPA_KERNELS', 'DTYPES', 'time_ms', 'bench_backends', 'available_bytes', 'math_bytes', 'bench_attention',
-           'markdown_table', 'plot_bench', 'bench_mha', 'mha_table', 'parse_args', 'main']
+           'markdown_table', 'plot_bench', 'bench_mha', 'mha_table', 'repeated_kv_layer', 'bench_gqa', 'gqa_table',
+           'parse_args', 'main']
 
 # %% ../nbs/12_benchmarks.ipynb #071bd046
 def time_ms(fn, # called with no arguments
@@ -71,7 +72,7 @@ def bench_backends(device="cpu", # the device to benchmark on
 
 # %% ../nbs/12_benchmarks.ipynb #046efd85
 def available_bytes(device="cpu") -> int:
-    "Memory available for new tensors: free GPU memory on CUDA, MemAvailable from /proc/meminfo on Linux (else 2**62)."
+    "Memory available for new tensors: free GPU memory on CUDA, MemAvailable from /proc/meminfo on Linux (else 2^62)."
     device = torch.device(device)
     if device.type == "cuda": return torch.cuda.mem_get_info(device)[0]
     try:
@@ -214,6 +215,82 @@ def mha_table(rows: list[dict], title: str|None=None) -> str:
     lines += [f"| {r['module']} | {r['ms']:.2f} | {_fmt(r['peak_mib'], '.1f')} | {r['vs_torch']:.2f} |" for r in rows]
     return "\n".join(lines) + "\n"
 
+# %% ../nbs/12_benchmarks.ipynb #01fb02bf
+def repeated_kv_layer(layer: MultiHeadAttention, # a grouped-query layer (fused self-attention projections)
+                     ) -> MultiHeadAttention:
+    "The multi-head layer (G = H) that computes what `layer` computes: each key/value head's rows copied to its query heads."
+    if not isinstance(layer, MultiHeadAttention) or not layer.fused:
+        raise TypeError(f"layer must be a MultiHeadAttention with a fused in_proj (kdim = vdim = d_model), got {type(layer).__name__}")
+    H, G, D = layer.n_heads, layer.n_kv_heads, layer.d_head
+    ref = layer.in_proj.weight
+    full = MultiHeadAttention(layer.d_model, H, bias=layer.out_proj.bias is not None, qkv_bias=layer.in_proj.bias is not None,
+                              backend=layer.backend, rotary=layer.rotary).to(device=ref.device, dtype=ref.dtype)
+    rep = lambda t: t.unflatten(0, (G, D)).repeat_interleave(H // G, 0).flatten(0, 1)  # (G·D, ...) -> (H·D, ...), head h from h // (H/G)
+    with torch.no_grad():
+        Wq, Wk, Wv = layer.in_proj.weight.split(layer.qkv_widths)
+        full.in_proj.weight.copy_(torch.cat([Wq, rep(Wk), rep(Wv)]))
+        if layer.in_proj.bias is not None:
+            bq, bk, bv = layer.in_proj.bias.split(layer.qkv_widths)
+            full.in_proj.bias.copy_(torch.cat([bq, rep(bk), rep(bv)]))
+        full.out_proj.load_state_dict(layer.out_proj.state_dict())
+    return full.train(layer.training)
+
+def _decode_step(layer, k0, v0, x):
+    "One decoding step over a cache pre-filled with keys k0 and values v0 (a fresh cache each call: the context stays fixed)."
+    cache = KVCache(); cache.k, cache.v = k0, v0
+    with torch.no_grad(): return layer(x, cache=cache), cache
+
+def bench_gqa(batch: int=4, context: int=1024, d_model: int=512, n_heads: int=8, # the layer and the cached context
+              kv_heads=None, # the G to measure; default (H, H/4, 1)
+              backends=("sdpa", "math"), # attention backends to time the step on
+              dtype=torch.float32, device="cpu",
+              repeats: int=20, warmup: int=3, # timed steps (median) and untimed ones
+             ) -> list[dict]:
+    "One decoding step at G key/value heads against the same layer with K/V repeated to H heads: ms, cache bytes, ratios."
+    device = torch.device(device)
+    H = n_heads
+    kv_heads = tuple(kv_heads) if kv_heads is not None else tuple(dict.fromkeys((H, max(H // 4, 1), 1)))
+    for G in kv_heads:
+        if H % G: raise ValueError(f"kv_heads contains {G}, which does not divide n_heads={H}")
+    g = torch.Generator(device=device).manual_seed(0)
+    ctx = torch.randn(batch, context, d_model, generator=g, device=device, dtype=dtype)   # (B, T, d_model): the cached tokens
+    x = torch.randn(batch, 1, d_model, generator=g, device=device, dtype=dtype)           # (B, 1, d_model): the new token
+    rows = []
+    for backend in backends:
+        for G in kv_heads:
+            torch.manual_seed(G)
+            layer = MultiHeadAttention(d_model, H, n_kv_heads=G, backend=backend).to(device=device, dtype=dtype).eval()
+            pair, steps = {}, {}
+            for variant, lay in (("grouped", layer), ("repeated", repeated_kv_layer(layer))):
+                prefill = KVCache()
+                with torch.no_grad(): lay(ctx, cache=prefill, is_causal=True)   # (B, heads, T, D) keys and values
+                steps[variant] = (lambda lay=lay, c=prefill: _decode_step(lay, c.k, c.v, x))
+                pair[variant] = dict(backend=backend, G=G, variant=variant, cache_heads=prefill.k.shape[1],
+                                     cache_bytes=prefill.nbytes(), out=steps[variant]()[0])
+            times = {v: [] for v in steps}
+            for i in range(warmup + repeats):                   # interleaved, so a drifting machine affects both alike
+                for v, step in steps.items():
+                    ms = time_ms(step, device, repeats=1, warmup=0)
+                    if i >= warmup: times[v].append(ms)
+            for v in steps: pair[v]["ms"] = statistics.median(times[v])
+            err = (pair["grouped"].pop("out") - pair["repeated"].pop("out")).abs().max().item()
+            for variant in ("grouped", "repeated"):
+                r = pair[variant]
+                r.update(max_abs_diff=err, vs_repeated_ms=r["ms"] / pair["repeated"]["ms"],
+                         vs_repeated_bytes=r["cache_bytes"] / pair["repeated"]["cache_bytes"])
+                rows.append(r)
+    return rows
+
+def gqa_table(rows: list[dict], title: str|None=None) -> str:
+    "The rows of `bench_gqa` as a markdown table."
+    lines = [f"**{title}**", ""] if title else []
+    lines += ["| backend | G (kv heads) | layer | cached heads | cache bytes | step median ms | time / repeated | cache / repeated | max abs diff |",
+              "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['backend']} | {r['G']} | {r['variant']} | {r['cache_heads']} | {r['cache_bytes']:,} | {r['ms']:.3f} | "
+              f"{r['vs_repeated_ms']:.2f} | {r['vs_repeated_bytes']:.3f} | {r['max_abs_diff']:.1e} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
 # %% ../nbs/12_benchmarks.ipynb #152f0c40
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 
@@ -231,6 +308,7 @@ def parse_args(argv=None):
     p.add_argument("--repeats", type=int, default=None, help="timed runs per point (default: 3 on cpu, 20 on cuda)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--mha", action="store_true", help="also run the MultiHeadAttention vs torch.nn.MultiheadAttention benchmark (B=4, T=1024, d_model=512, 8 heads)")
+    p.add_argument("--gqa", action="store_true", help="also run the grouped-query decoding-step benchmark (B=4, context 1024, d_model=512, 8 heads, G = 8, 2, 1)")
     p.add_argument("--out", default="bench_results", help="output folder")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
@@ -251,7 +329,8 @@ def main(argv=None):
     stem = f"attention_{device.type}_{a.dtype}_{'causal_' if a.causal else ''}{'fwd_bwd' if a.backward else 'fwd'}"
     title = (f"{'forward + backward' if a.backward else 'forward'}, B={a.batch}, H={a.heads}, D={a.head_dim}, {a.dtype}"
              f"{', causal' if a.causal else ''}, {torch.cuda.get_device_name(device) if cuda else f'cpu, threads={torch.get_num_threads()}'}"
-             f", torch {torch.__version__}")
+             f", torch {torch.__version__}"
+             f"{'; TFLOP/s counts 3.5x the forward FLOPs for every backend (math recomputes nothing: its work is 3x)' if a.backward else ''}")
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     table = markdown_table(rows, title)
     (out / f"{stem}.md").write_text(table)
@@ -264,7 +343,12 @@ def main(argv=None):
         mt = mha_table(mrows, f"MultiHeadAttention vs torch.nn.MultiheadAttention: B=4, T=1024, d_model=512, 8 heads, {a.dtype}, {device.type}")
         (out / f"mha_{device.type}_{a.dtype}.md").write_text(mt); print(mt)
         rows = rows + mrows
-    print(f"wrote {out}/{stem}.md, .json, .png")
+    if a.gqa:
+        grows = bench_gqa(dtype=dtype, device=device)
+        gt = gqa_table(grows, f"one decoding step, B=4, context 1024, d_model=512, 8 heads, {a.dtype}, {device.type}")
+        (out / f"gqa_{device.type}_{a.dtype}.md").write_text(gt); print(gt)
+        rows = rows + grows
+    print(f"wrote {stem}.md, .json, .png into --out")
     return rows
 
 # %% ../nbs/12_benchmarks.ipynb #85d98ca7
