@@ -348,3 +348,18 @@ def test_chapter_10_player_saved_in_the_notebook(tmp_path):
         assert cap == f"step {k}: query rows {i0}:{i0 + 4}, key tile {j0}:{j0 + 4}"
     expected = lambda step: base64.b64decode(data["frames"][data["order"][step]])
     assert tb.drive_player(html_text, {"step": steps}, expected, tmp_path, start={"step": 2}) == len(steps)
+
+
+def test_multihead_gqa_flash_equals_math():
+    "MultiHeadAttention(n_kv_heads=G, backend='flash') equals the same module on the math backend, forward and gradients."
+    for G in (1, 2, 4):
+        torch.manual_seed(G)
+        m_flash = MultiHeadAttention(32, 4, n_kv_heads=G, backend="flash").double()
+        m_math = MultiHeadAttention(32, 4, n_kv_heads=G, backend="math").double()
+        m_math.load_state_dict(m_flash.state_dict())
+        x = torch.randn(2, 19, 32, dtype=torch.float64, requires_grad=True)
+        a, b = m_flash(x, is_causal=True), m_math(x, is_causal=True)
+        torch.testing.assert_close(a, b, **TOL[torch.float64])
+        ga = torch.autograd.grad(a.sum(), [x, *m_flash.parameters()])
+        gb = torch.autograd.grad(b.sum(), [x, *m_math.parameters()])
+        for u, w in zip(ga, gb): torch.testing.assert_close(u, w, **TOL[torch.float64])

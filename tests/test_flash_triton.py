@@ -513,3 +513,20 @@ def test_gpu_check_script_parses_and_has_help():
     r = subprocess.run(["bash", "scripts/gpu_check.sh", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=120,
                        env={**os.environ, "PYTHON": sys.executable})
     assert r.returncode == 0 and "usage: python -m transformer_lit.flash_triton" in r.stdout and "--dry-run" in r.stdout
+
+
+@needs_triton
+def test_multihead_gqa_triton_equals_math():
+    "MultiHeadAttention(n_kv_heads=2, backend='triton') in float32 equals the module on the math backend (float64)."
+    from transformer_lit.multihead import MultiHeadAttention
+    torch.manual_seed(0)
+    m = MultiHeadAttention(32, 4, n_kv_heads=2, backend="triton").to(DEV)
+    ref = MultiHeadAttention(32, 4, n_kv_heads=2, backend="math").to(DEV).double()
+    ref.load_state_dict(m.state_dict())
+    x = torch.randn(2, 23, 32, device=DEV, requires_grad=True)
+    x64 = x.detach().double().requires_grad_()
+    a, b = m(x, is_causal=True), ref(x64, is_causal=True)
+    torch.testing.assert_close(a.double(), b, rtol=1e-5, atol=1e-5)
+    a.sum().backward(); b.sum().backward()
+    torch.testing.assert_close(x.grad.double(), x64.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(m.in_proj.weight.grad.double(), ref.in_proj.weight.grad, rtol=1e-4, atol=1e-5)
