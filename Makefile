@@ -10,6 +10,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat settings.ini setup.py | sha1sum | cut -c1-12)
 TORCH  ?= torch==2.13.0
 PORT   ?= 8888
+# JupyterLab's configuration for the course: the save hook that cleans notebooks, and settings
+# overrides (no news pop-up, no update check, no widget state saved into the notebooks)
+LAB    := $(CURDIR)/tools/lab
 
 .PHONY: help setup lab test check-sync nbtest pytest docs docs-check readme bench hooks clean
 
@@ -25,7 +28,7 @@ $(STAMP): settings.ini setup.py
 	$(BIN)/python -m pip install -q --upgrade pip
 	@# torch first and explicitly: a bare `torch` requirement would pull a multi-GB CUDA build
 	$(BIN)/python -m pip install -q $(TORCH)
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q -e ".[lab,dev]"
 	@rm -f $(VENV)/.installed-*
 	@$(MAKE) --no-print-directory hooks
 	@touch $@
@@ -39,7 +42,11 @@ hooks:
 	@if [ -d .git/hooks ]; then cp tools/pre-commit .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit; fi
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=nbs --ServerApp.ip=127.0.0.1 --port=$(PORT) --no-browser \
+	@# trusted notebooks show their saved HTML outputs (the kernel-free explorer) as they are
+	@$(BIN)/jupyter trust nbs/*.ipynb >/dev/null
+	@# started from nbs/, so the save hook and the notebooks' relative paths see the same directory
+	cd nbs && $(CURDIR)/$(BIN)/jupyter lab --config=$(LAB)/jupyter_server_config.py \
+	  --LabApp.app_settings_dir=$(LAB) --LabApp.news_url=None --port=$(PORT) --no-browser \
 	  $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 test: $(STAMP)
@@ -61,7 +68,7 @@ docs-check: $(STAMP)
 
 docs: docs-check
 	@if command -v quarto >/dev/null 2>&1; then \
-	  $(BIN)/nbdev_docs; \
+	  $(BIN)/python tools/docs.py; \
 	else \
 	  echo "The docs checks passed, but Quarto is not installed, so the site cannot be rendered."; \
 	  echo "Install Quarto (https://quarto.org/docs/get-started/), for example on Debian/Ubuntu:"; \

@@ -19,6 +19,7 @@ py_versions = '3.10 3.11 3.12 3.13'.split()
 lic = licenses[cfg['license'].lower()]
 min_python = cfg['min_python']
 requirements = shlex.split(cfg.get('requirements', ''))
+lab_requirements = shlex.split(cfg.get('lab_requirements', ''))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
 console_scripts = cfg.get('console_scripts', '').split()
 
@@ -34,7 +35,7 @@ setuptools.setup(
     packages=setuptools.find_packages(include=[cfg['lib_name'], cfg['lib_name'] + '.*']),
     include_package_data=True,
     install_requires=requirements,
-    extras_require={'dev': dev_requirements},
+    extras_require={'lab': lab_requirements, 'dev': dev_requirements},
     python_requires='>=' + min_python,
     long_description=open('README.md', encoding='utf-8').read(),
     long_description_content_type='text/markdown',

@@ -3,7 +3,8 @@
 # Installs nothing and needs no internet: it runs `python -m transformer_lit.flash_triton check`
 # from this checkout with the Python that already has torch and triton.
 #
-#   scripts/gpu_check.sh                 # on the GPU: correctness (bf16/fp16/fp32), tuning, benchmark, table last
+#   scripts/gpu_check.sh                 # on the GPU: correctness (bf16/fp16/fp32; G = H and G = H/4 key/value
+#                                        # heads), tuning, benchmark (with a G = H/4 row), table last
 #   scripts/gpu_check.sh --dry-run       # anywhere: the same code in the Triton interpreter on tiny CPU sizes
 #   scripts/gpu_check.sh --json out.json --budget 300 --no-tune
 #   scripts/gpu_check.sh show out.json   # print a saved report's goals and table again

@@ -1,15 +1,20 @@
 """End to end: chapter 02 in a real JupyterLab, driven by headless Chromium through Playwright.
 
-Starts JupyterLab on a free localhost port with a random token, on a temporary copy of
-nbs/02_scaling.ipynb (nbs/ is never modified), opens it, runs all cells, moves the d_k slider of
-the explorer and checks that the picture changed and that no cell shows an error.
+Starts JupyterLab as `make lab` does (from nbs/, with tools/lab's configuration) on a free localhost
+port with a random token, on temporary copies of nbs/02_scaling.ipynb (nbs/ is never modified).
+Opens the committed notebook and saves it unchanged: the file must stay as committed and the server
+log free of tracebacks. Runs all cells of a copy without outputs, moves the d_k slider of the live
+explorer and checks that the picture changed and that no cell shows an error. Without any server,
+loads the kernel-free frame players' HTML from files and moves every control.
 
 Needs the system Chromium (`apt-get install -y chromium`, /usr/bin/chromium; never `playwright
 install`). Without it the test is skipped, unless the environment variable CI is set (to anything
 but "", "0", "false" or "no"): then it fails.
 """
+import base64
 import json
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -22,13 +27,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = "02_scaling.ipynb"
+RUN_NOTEBOOK = "02_scaling_run.ipynb"            # the same chapter without outputs, to run
+LAB = ROOT / "tools" / "lab"                      # the configuration `make lab` uses
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
 ERROR_MIME = "application/vnd.jupyter.stderr"   # JupyterLab renders tracebacks (and stderr) with this mime type
-RUN_ALL_TIMEOUT_S = 150                          # generous: a loaded 2-core machine; the test normally takes far less
+RUN_ALL_TIMEOUT_S = 300                          # generous: a loaded 2-core machine; the test normally takes far less
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)
 
 
 def on_ci():
@@ -57,38 +64,46 @@ def api(base, token, path, method="GET"):
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    "A JupyterLab server on a temporary copy of the chapter: (base_url, token, log_path, n_code_cells). Always shut down."
+    """A JupyterLab server started the way `make lab` starts it, on a temporary copy of the course's layout.
+
+    work/settings.ini and work/nbs/ (never the repository's nbs/): 02_scaling.ipynb exactly as committed
+    (to open and save) and RUN_NOTEBOOK, the same notebook without outputs or prompt numbers (to run, so
+    every number and picture seen comes from this run). The server runs from work/nbs with the
+    repository's tools/lab configuration (its save hook, its settings overrides), after `jupyter trust`.
+    Yields (base_url, token, log_path, work). Always shut down."""
     require_browser()
     work = tmp_path_factory.mktemp("lab")
     root = work / "nbs"
     root.mkdir()
-    # -- the copy starts without outputs or prompt numbers, so every number and picture seen comes from this run
+    (work / "settings.ini").write_bytes((ROOT / "settings.ini").read_bytes())   # nbdev's hook reads the cleaning options
+    (root / NOTEBOOK).write_bytes((ROOT / "nbs" / NOTEBOOK).read_bytes())
     nb = json.loads((ROOT / "nbs" / NOTEBOOK).read_text())
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
-    (root / NOTEBOOK).write_text(json.dumps(nb))
-    n_code = sum(cell["cell_type"] == "code" for cell in nb["cells"])
-    # -- user settings: attach every cell to the DOM (the default windowing may leave off-screen cells out)
-    #    and no news or update checks (no network)
+    (root / RUN_NOTEBOOK).write_text(json.dumps(nb))
+    # -- user settings of the test only: attach every cell to the DOM (the default windowing may leave
+    #    off-screen cells out). News and update checks are off through tools/lab/overrides.json, as in `make lab`.
     settings = work / "settings"
     (settings / "@jupyterlab" / "notebook-extension").mkdir(parents=True)
     (settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
         json.dumps({"windowingMode": "none"}))
-    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
-    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     token, port = secrets.token_hex(24), free_port()
     env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}   # the kernel shows figures inline, like a learner's
     env.update(JUPYTER_CONFIG_DIR=str(work / "config"), JUPYTER_RUNTIME_DIR=str(work / "runtime"),
+               JUPYTER_DATA_DIR=str(work / "data"),
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p))
+    # -- as `make lab` does: trust the notebooks, then start from nbs/ with the course's configuration
+    subprocess.run([sys.executable, "-m", "jupyter", "trust", NOTEBOOK, RUN_NOTEBOOK], cwd=root, env=env,
+                   check=True, capture_output=True)
     log_path = work / "jupyterlab.log"
     log = open(log_path, "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
-         "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--config={LAB / 'jupyter_server_config.py'}",
+         f"--LabApp.app_settings_dir={LAB}", "--LabApp.news_url=None",
+         f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
          f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={work / 'workspaces'}",
-         "--LabApp.news_url=None", "--LabApp.extension_manager=readonly", "--ServerApp.terminals_enabled=False",
+         "--LabApp.extension_manager=readonly", "--ServerApp.terminals_enabled=False",
          *(["--allow-root"] if os.geteuid() == 0 else [])],
         cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
@@ -105,7 +120,7 @@ def lab(tmp_path_factory):
             if time.monotonic() > deadline:
                 pytest.fail(f"JupyterLab did not answer within 60 s:\n{log_path.read_text(errors='replace')[-3000:]}")
             time.sleep(0.3)
-        yield base, token, log_path, n_code
+        yield base, token, log_path, work
     finally:
         # -- shut down: the API stops the kernels and the server; then make sure the process is gone
         try:
@@ -122,7 +137,20 @@ def lab(tmp_path_factory):
                 proc.kill()
                 proc.wait(timeout=10)
         log.close()
-        assert (root / NOTEBOOK).exists()
+
+
+def log_problems(log_path):
+    "Lines of the server log that report a failure: tracebacks, failed hooks, untrusted notebooks."
+    lines = log_path.read_text(errors="replace").splitlines()
+    return [l for l in lines if re.search(r"Traceback|Error|failed|is not trusted", l)]
+
+
+def open_notebook(page, base, token, name):
+    "Open a notebook in JupyterLab and wait until all its code cells are in the page; returns their number."
+    n_code = sum(c["cell_type"] == "code" for c in json.loads((ROOT / "nbs" / NOTEBOOK).read_text())["cells"])
+    page.goto(f"{base}/lab/tree/{name}?reset&token={token}")   # reset: only this notebook open, whatever ran before
+    page.wait_for_function("n => document.querySelectorAll('.jp-Notebook .jp-CodeCell').length === n", arg=n_code)
+    return n_code
 
 
 def wait_for_idle_kernel(base, token, timeout_s):
@@ -150,9 +178,54 @@ def errors(page):
     return page.locator(f".jp-Notebook [data-mime-type='{ERROR_MIME}']").all_inner_texts()
 
 
+def test_open_and_save_leave_the_notebook_unchanged(lab):
+    """A learner opens chapter 02 and saves it without changing anything: the file stays byte for byte what git has,
+    the save hook runs without a traceback, and before any cell runs the explorer is the working player."""
+    from playwright.sync_api import sync_playwright
+    base, token, log_path, work = lab
+    path = work / "nbs" / NOTEBOOK
+    committed = path.read_bytes()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1100})
+            page.set_default_timeout(60_000)
+            open_notebook(page, base, token, NOTEBOOK)
+            wait_for_idle_kernel(base, token, timeout_s=90)
+            # -- the saved output is the kernel-free player: its script ran (a trusted notebook), no widget repr
+            player = page.locator(".jp-Notebook .tl-player").first
+            player.scroll_into_view_if_needed()
+            page.wait_for_function("el => el.dataset.ready === '1'", arg=player.element_handle())
+            assert page.get_by_text("VBox(children=").count() == 0
+            before = player.locator("img.tlp-frame").get_attribute("src")
+            player.locator("input[data-axis='0']").focus()
+            page.keyboard.press("End")                                   # d_k = 1024
+            assert player.locator("img.tlp-frame").get_attribute("src") != before
+            assert "d_k=1024" in player.locator(".tlp-caption").inner_text()
+            assert page.get_by_text("official Jupyter news").count() == 0    # no news pop-up
+            # -- save without a change (Ctrl+S in command mode) and wait for the server to write the file
+            page.locator(".jp-Notebook .jp-Cell").first.click()
+            page.keyboard.press("Escape")
+            mtime = path.stat().st_mtime_ns
+            page.keyboard.press("Control+s")
+            deadline = time.monotonic() + 30
+            while path.stat().st_mtime_ns == mtime:
+                assert time.monotonic() < deadline, "the notebook was not saved within 30 s"
+                time.sleep(0.2)
+            time.sleep(0.5)
+        finally:
+            browser.close()
+    assert log_problems(log_path) == [], "\n".join(log_problems(log_path))
+    saved = path.read_bytes()
+    if saved != committed:
+        import difflib
+        diff = "\n".join(list(difflib.unified_diff(committed.decode().splitlines(), saved.decode().splitlines(), lineterm="", n=1))[:40])
+        raise AssertionError(f"opening and saving changed the notebook:\n{diff}")
+
+
 def test_explorer_in_jupyterlab(lab):
     from playwright.sync_api import sync_playwright
-    base, token, log_path, n_code = lab
+    base, token, log_path, work = lab
     t0, phases = time.monotonic(), {}
 
     def phase(name):
@@ -163,9 +236,7 @@ def test_explorer_in_jupyterlab(lab):
         try:
             page = browser.new_page(viewport={"width": 1500, "height": 1100})
             page.set_default_timeout(60_000)
-            page.goto(f"{base}/lab/tree/{NOTEBOOK}?token={token}")
-            # -- wait until every code cell of the notebook is in the page
-            page.wait_for_function("n => document.querySelectorAll('.jp-Notebook .jp-CodeCell').length === n", arg=n_code)
+            n_code = open_notebook(page, base, token, RUN_NOTEBOOK)
             phase("notebook open")
 
             # -- wait for the notebook's kernel to be idle: a Run All sent earlier may be lost on a slow machine
@@ -221,5 +292,123 @@ def test_explorer_in_jupyterlab(lab):
             assert errors(page) == []
             phase("slider moved, picture changed")
             print(f"seconds since the server was up: {phases}")
+            assert log_problems(log_path) == [], "\n".join(log_problems(log_path))
         finally:
             browser.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernel-free frame player (transformer_lit.viz.FramePlayer): its HTML alone, in a file,
+# with no Jupyter server. Every control is moved; the picture must change and be the frame
+# Python computes for the new setting.
+
+def _player_page(page, html_path):
+    page.goto(html_path.as_uri())
+    page.wait_for_function("() => { const r = document.querySelector('.tl-player'); return r && r.dataset.ready === '1'; }")
+    return page.locator(".tl-player").first
+
+
+def _shown_png(player):
+    src = player.locator("img.tlp-frame").get_attribute("src")
+    prefix = "data:image/png;base64,"
+    assert src.startswith(prefix), src[:40]
+    return base64.b64decode(src[len(prefix):])
+
+
+def _set_control(player, axis, index):
+    "Move control `axis` to position `index` as a user would: a range by keyboard, a checkbox by click."
+    el = player.locator(f"input[data-axis='{axis}']")
+    if el.get_attribute("type") == "checkbox":
+        if el.is_checked() != bool(index): el.click()
+        return
+    el.focus()
+    current = int(el.input_value())
+    for _ in range(abs(index - current)):
+        el.press("ArrowRight" if index > current else "ArrowLeft")
+    assert int(el.input_value()) == index
+
+
+def drive_player(html_text, controls, expected_frame, tmp_path, start):
+    """Load a player's HTML from a file in headless Chromium and move every control.
+
+    controls: the player's {name: values}; expected_frame(**setting) -> the PNG Python computes;
+    start: the setting the page shows first. Returns the number of moves checked."""
+    from playwright.sync_api import sync_playwright
+    path = tmp_path / "player.html"
+    path.write_text(f"<!doctype html><html><head><meta charset='utf-8'></head><body>{html_text}</body></html>")
+    names = list(controls)
+    setting, moves = dict(start), 0
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page_errors = []
+            page.on("pageerror", lambda e: page_errors.append(str(e)))
+            player = _player_page(page, path)
+            assert _shown_png(player) == expected_frame(**setting)
+            for axis, name in enumerate(names):
+                values = list(controls[name])
+                # -- every other value of this control (then back), all other controls where they are
+                for index in [i for i in range(len(values)) if values[i] != setting[name]] + [values.index(start[name])]:
+                    before = _shown_png(player)
+                    _set_control(player, axis, index)
+                    setting[name] = values[index]
+                    shown = _shown_png(player)
+                    assert shown == expected_frame(**setting), f"after moving {name} to {values[index]!r}: not the frame for {setting}"
+                    if expected_frame(**setting) != before: assert shown != before
+                    moves += 1
+            assert page_errors == []
+        finally:
+            browser.close()
+    return moves
+
+
+def test_frame_player_without_a_server(tmp_path):
+    require_browser()
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+    from transformer_lit.viz import FramePlayer
+
+    def render(n, flip, colour):
+        fig = Figure(figsize=(2, 1), dpi=50)
+        ax = fig.subplots()
+        h = list(range(1, n + 1))
+        ax.bar(range(n), h[::-1] if flip else h, color=colour)
+        return fig
+
+    controls = {"n": [1, 2, 3, 5], "flip": [False, True], "colour": ["C0", "C3", "k"]}
+    player = FramePlayer(controls, render, value={"n": 3})
+    assert len(set(player.frames)) == len(player.frames) - 3     # n=1 looks the same flipped or not (3 colours)
+    fresh = {}
+    def expected(**s):  # -- recomputed, not read from the player
+        key = tuple(s.values())
+        if key not in fresh: fresh[key] = FramePlayer({k: [v] for k, v in s.items()}, render).frames[0]
+        return fresh[key]
+    moves = drive_player(player.html(), controls, expected, tmp_path, start=player.value)
+    assert moves == (4 - 1 + 1) + (2 - 1 + 1) + (3 - 1 + 1)
+
+
+def test_chapter_02_player_saved_in_the_notebook(tmp_path):
+    "The explorer as the site shows it: the player's HTML saved in nbs/02_scaling.ipynb, checked against frames drawn now."
+    require_browser()
+    import matplotlib
+    matplotlib.use("Agg")
+    from transformer_lit.scaling import ScalingExplorer
+    from transformer_lit.widgets import DK_GRID, TAU_GRID, explorer_player
+
+    nb = json.loads((ROOT / "nbs" / NOTEBOOK).read_text())
+    cell, = [c for c in nb["cells"] if c["cell_type"] == "code" and "".join(c["source"]).startswith("player = explorer_player(ex)")]
+    html_text = "".join(cell["outputs"][0]["data"]["text/html"])
+    assert "<script" in html_text                                      # self-contained: nothing is fetched
+    assert not re.search(r"""(src|href)=["']?(https?:|//)|fetch\(|XMLHttpRequest""", html_text)
+    ex = ScalingExplorer()                                             # the chapter's explorer: the default one
+    fresh = {}
+    def expected(d_k, scaled, temperature):
+        key = (d_k, scaled, temperature)
+        if key not in fresh:
+            fresh[key] = explorer_player(ex, d_ks=(d_k,), scaled=(scaled,), temperatures=(temperature,)).frames[0]
+        return fresh[key]
+    controls = {"d_k": DK_GRID, "scaled": (False, True), "temperature": TAU_GRID}
+    moves = drive_player(html_text, controls, expected, tmp_path, start={"d_k": 64, "scaled": True, "temperature": 1.0})
+    assert moves == len(DK_GRID) + 2 + len(TAU_GRID)

@@ -1,5 +1,5 @@
 """Documentation checks that run without Quarto: everything around `nbdev_docs` except the render."""
-import configparser, json, os, re, shutil, subprocess, sys
+import configparser, json, os, re, shutil, subprocess, sys, types
 from pathlib import Path
 import nbformat, pytest, yaml
 
@@ -65,9 +65,71 @@ def test_quarto_configuration():
     q = yaml.safe_load(link.read_text())
     assert q['project']['type'] == 'website'
     html = q['format']['html']
-    assert set(html['theme']) == {'light', 'dark'} and html['html-math-method'] in ('katex', 'mathjax')
+    assert set(html['theme']) == {'light', 'dark'}
     assert (NBS/html['css']).exists()
     for f in q['metadata-files']: assert (NBS/f).exists(), f
+
+def _site_config():
+    "The website configuration Quarto sees: _quarto.yml merged with the nbdev.yml that nbdev_docs writes."
+    from nbdev.quarto import _nbdev_yml
+    d = CFG['DEFAULT']
+    nbdev_yml = yaml.safe_load(_nbdev_yml.format(doc_path=Path(d['doc_path']).name, **{k: d[k] for k in
+                               ['title', 'description', 'branch', 'git_url', 'doc_host', 'doc_baseurl']}))
+    q = yaml.safe_load((NBS/'_quarto.yml').read_text())
+    return q, {**q['website'], **nbdev_yml['website']}
+
+def test_view_source_links_point_into_nbs():
+    """Quarto's "View source" link is repo-url/blob/repo-branch/repo-subdir/<input path>; nbdev renders a copy
+    of nbs/, where a chapter's input path is its file name, so repo-subdir must be nbs."""
+    q, site = _site_config()
+    assert 'source' in site['repo-actions']
+    rel = '02_scaling.ipynb'                       # the input path as Quarto sees it in nbdev's copy of nbs/
+    url = '/'.join(p.strip('/') for p in (site['repo-url'], 'blob', site['repo-branch'], site.get('repo-subdir', ''), rel) if p)
+    assert url == 'https://github.com/transformer-lit/transformer_lit/blob/main/nbs/02_scaling.ipynb', url
+    assert (ROOT/url.split('/blob/main/')[1]).exists()
+
+def test_katex_is_pinned():
+    "No `katex@latest`: the math renderer is a fixed KaTeX release."
+    q, _ = _site_config()
+    math = q['format']['html']['html-math-method']
+    assert isinstance(math, dict) and math['method'] == 'katex', math
+    assert re.fullmatch(r'https://cdn\.jsdelivr\.net/npm/katex@\d+\.\d+\.\d+/dist/', math['url']), math['url']
+    assert 'katex@latest' not in (ROOT/'_quarto.yml').read_text()
+
+def _css_rules(css):
+    "selector -> declarations of a flat stylesheet (comments removed)."
+    css = re.sub(r'/\*.*?\*/', '', css, flags=re.S)
+    rules = {}
+    for sels, body in re.findall(r'([^{}]+)\{([^}]*)\}', css):
+        decls = dict((k.strip(), v.strip()) for k, _, v in (d.partition(':') for d in body.split(';') if ':' in d))
+        for sel in sels.split(','): rules.setdefault(' '.join(sel.split()), {}).update(decls)
+    return rules
+
+def test_code_and_display_math_scroll_instead_of_overflowing():
+    rules = _css_rules((NBS/'styles.css').read_text())
+    for sel in ('div.sourceCode', 'pre', '.math.display', '.katex-display'):
+        assert rules.get(sel, {}).get('overflow-x') == 'auto', f"styles.css: {sel} needs overflow-x: auto"
+
+def test_make_docs_leaves_readme_and_root_alone(tmp_path, monkeypatch):
+    """`make docs` renders the site with tools/docs.py: nbdev_docs without nbdev_readme, so README.md keeps the
+    one renderer's output and no index_files/ lands at the root. Quarto itself is stubbed out here."""
+    import nbdev.quarto as nq
+    import docs as docs_tool
+    assert '$(BIN)/python tools/docs.py' in (ROOT/'Makefile').read_text()
+    readme = (ROOT/'README.md').read_bytes()
+    cache = tmp_path/'_proc'; (cache/'_docs').mkdir(parents=True)
+    (cache/'_docs'/'index.html').write_text('<html></html>')
+    cfg = types.SimpleNamespace(doc_path=tmp_path/'out'/'_docs', config_path=tmp_path/'out', readme_nb='index.ipynb')
+    cfg.config_path.mkdir()
+    commands, readme_calls = [], []
+    monkeypatch.setattr(nq, '_pre_docs', lambda path=None, **kw: (cache, cfg, NBS))
+    monkeypatch.setattr(nq, '_sprun', commands.append)
+    monkeypatch.setattr(nq, 'nbdev_readme', types.SimpleNamespace(__wrapped__=lambda **kw: readme_calls.append(kw)))
+    monkeypatch.setattr(nq, 'nbdev_contributing', types.SimpleNamespace(__wrapped__=lambda **kw: None))
+    docs_tool.main()
+    assert readme_calls == [] and commands == [f'cd "{cache}" && quarto render --no-cache'], (readme_calls, commands)
+    assert (cfg.config_path/'_docs'/'index.html').exists()            # the site, moved where nbdev puts it
+    assert (ROOT/'README.md').read_bytes() == readme and not (ROOT/'index_files').exists()
 
 def test_nbdev_yml_is_what_nbdev_docs_would_write():
     from nbdev.quarto import _nbdev_yml
@@ -76,19 +138,113 @@ def test_nbdev_yml_is_what_nbdev_docs_would_write():
                                  ['title', 'description', 'branch', 'git_url', 'doc_host', 'doc_baseurl']})
     assert (NBS/'nbdev.yml').read_text() == expected
 
-@pytest.mark.parametrize('nb', NOTEBOOKS, ids=lambda p: p.name)
-def test_nbdev_processing_runs(nb, tmp_path):
-    """The part of `nbdev_docs` before Quarto (`nbdev.serve.proc_nbs`), one notebook at a time.
+DOC_URL = CFG['DEFAULT']['doc_host'] + CFG['DEFAULT']['doc_baseurl'] + '/'
+
+def _process(nb, out):
+    """The part of `nbdev_docs` before Quarto (`nbdev.serve_drv.main`, as `proc_nbs` runs it) on one notebook.
 
     nbdev re-executes every exported cell and every cell that imports something, in a fresh shell,
     to render the docs: such a cell must not use a variable that only a plain cell defines. It runs
     in a subprocess, so what those cells change (torch's grad mode, say) stays out of this one."""
     code = ("import sys; from pathlib import Path; from nbdev.serve_drv import main; "
             "from nbdev.processors import FilterDefaults; main((Path(sys.argv[1]), Path(sys.argv[2]), FilterDefaults))")
-    r = subprocess.run([sys.executable, '-c', code, str(nb), str(tmp_path/nb.name)], cwd=ROOT,
+    r = subprocess.run([sys.executable, '-c', code, str(nb), str(out/nb.name)], cwd=ROOT,
                        capture_output=True, text=True, env={**os.environ, 'MPLBACKEND': 'Agg'})
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert json.loads((tmp_path/nb.name).read_text())['cells']
+    return r.returncode, r.stderr[-3000:]
+
+@pytest.fixture(scope='module')
+def processed(tmp_path_factory):
+    "Every notebook processed as nbdev_docs processes it: name -> (returncode, stderr, processed notebook or None)."
+    from concurrent.futures import ThreadPoolExecutor
+    out = tmp_path_factory.mktemp('proc')
+    with ThreadPoolExecutor(2) as pool: results = list(pool.map(lambda nb: _process(nb, out), NOTEBOOKS))
+    return {nb.name: (rc, err, json.loads((out/nb.name).read_text()) if rc == 0 else None)
+            for nb, (rc, err) in zip(NOTEBOOKS, results)}
+
+@pytest.mark.parametrize('nb', NOTEBOOKS, ids=lambda p: p.name)
+def test_nbdev_processing_runs(nb, processed):
+    rc, err, proc = processed[nb.name]
+    assert rc == 0, err
+    assert proc['cells']
+
+def _md_texts(cell):
+    "The markdown nbdev linkifies in a processed cell: a markdown cell's source, a code cell's markdown outputs."
+    if cell['cell_type'] == 'markdown': yield ''.join(cell['source'])
+    for o in cell.get('outputs', []):
+        md = o.get('data', {}).get('text/markdown')
+        if md: yield ''.join(md)
+
+def _pandoc_id(heading):
+    "The id pandoc (Quarto) gives a heading: lower case, letters first, word characters, '-', '_' and '.' kept."
+    text = re.sub(r'[`*]|\[([^]]*)\]\([^)]*\)', lambda m: m.group(1) or '', heading).strip().lower()
+    text = re.sub(r'^[^a-z]+', '', text)
+    return re.sub(r'[^\w\s.-]', '', text).replace(' ', '-') if text else ''
+
+def _documented_anchors(processed):
+    "page -> the anchors a page has: what show_doc documents (its headings) and the markdown headings."
+    from nbdev.doclinks import _nbpath2html
+    anchors = {}
+    for name, (rc, _, proc) in processed.items():
+        page = _nbpath2html(Path(name)).as_posix()
+        found = anchors.setdefault(page, set())
+        for cell in (proc or {}).get('cells', []):
+            for text in _md_texts(cell):
+                for h in re.findall(r'^#{1,6} +(.+?) *$', text, re.M):
+                    found |= {h.strip().lower(), _pandoc_id(h)}
+    return anchors
+
+_LINK = re.compile(r'\[`([^`]+)`\]\(' + re.escape(DOC_URL) + r'([\w.-]+\.html)#([^)\s]+)\)')
+
+def test_every_doc_link_resolves(processed):
+    """Every backticked name nbdev links (to this site) lands on an anchor that exists: a symbol a show_doc documents.
+
+    A name that nbdev finds in the package index but no show_doc documents (a method, a private
+    kernel) becomes a link to a missing anchor. Document it with `show_doc(Class.method)`, or write it
+    without backticks."""
+    anchors = _documented_anchors(processed)
+    offenders = {}
+    for name, (rc, _, proc) in processed.items():
+        for cell in (proc or {}).get('cells', []):
+            for text in _md_texts(cell):
+                for sym, page, anchor in _LINK.findall(text):
+                    if anchor not in anchors.get(page, ()):
+                        offenders.setdefault(name, set()).add(f"`{sym}` -> {page}#{anchor}" +
+                                                              ('' if page in anchors else ' (no such page)'))
+    report = '\n'.join(f"  {nb}: " + ', '.join(sorted(v)) for nb, v in sorted(offenders.items()))
+    assert not offenders, f"links to anchors no show_doc documents ({sum(map(len, offenders.values()))}):\n{report}"
+
+def _exported_docstrings():
+    "(qualified name, docstring) of every exported function and class and their public methods, as show_doc shows them."
+    import importlib, inspect, pkgutil, transformer_lit
+    for m in pkgutil.iter_modules(transformer_lit.__path__):
+        if m.name.startswith('_'): continue
+        mod = importlib.import_module(f'transformer_lit.{m.name}')
+        for n in getattr(mod, '__all__', []):
+            o = getattr(mod, n)
+            if not (inspect.isfunction(o) or inspect.isclass(o)): continue
+            if getattr(o, '__module__', None) != mod.__name__: continue      # re-exported from elsewhere
+            yield f'{m.name}.{n}', o.__doc__
+            if inspect.isclass(o):
+                for k, v in vars(o).items():
+                    f = getattr(v, '__func__', getattr(v, 'fget', v))
+                    if not k.startswith('_') and callable(f): yield f'{m.name}.{n}.{k}', f.__doc__
+
+def test_docstrings_keep_show_docs_italics():
+    """show_doc prints a docstring as `*docstring*`: a `*` inside (or another emphasis marker) breaks the italics.
+
+    Rendered as Markdown (markdown-it, CommonMark), the wrapped docstring must be one emphasis
+    from end to end, with nothing nested and no stray asterisk."""
+    from markdown_it import MarkdownIt
+    md = MarkdownIt()
+    offenders = []
+    for name, doc in _exported_docstrings():
+        if not doc: continue
+        doc = ' '.join(doc.split())
+        html = md.render(f'*{doc}*').strip()
+        inner = re.fullmatch(r'<p><em>(.*)</em></p>', html, re.S)
+        if '*' in doc or not inner or re.search(r'</?(em|strong)>', inner.group(1)):
+            offenders.append(f"  {name}: {doc!r}")
+    assert not offenders, f"docstrings that break show_doc's italics ({len(offenders)}); write x, times or · for *:\n" + '\n'.join(offenders)
 
 def test_readme_carries_index_headings_and_commands():
     readme = (ROOT/'README.md').read_text()
@@ -101,8 +257,7 @@ def test_readme_carries_index_headings_and_commands():
     assert 'make test' in (ROOT/'.ci'/'run').read_text()
 
 def test_readme_is_current_rendering_of_index():
-    "Without Quarto, README.md must be exactly `make readme`'s rendering (nbdev_readme's is equivalent)."
-    if shutil.which('quarto'): pytest.skip('with Quarto, nbdev_readme renders README.md its own way')
+    "README.md is exactly `make readme`'s rendering: the one README renderer (`make docs` does not rewrite it)."
     assert (ROOT/'README.md').read_text() == render_readme.render(), "README.md is stale: run `make readme`"
 
 def test_version_matches_settings():
@@ -124,3 +279,33 @@ def test_wheel_contains_the_package(tmp_path):
     assert whl.name.startswith(f"transformer_lit-{CFG['DEFAULT']['version']}-")
     names = zipfile.ZipFile(whl).namelist()
     for mod in (ROOT/'transformer_lit').glob('*.py'): assert f'transformer_lit/{mod.name}' in names
+
+_EXERCISES = re.compile(r'^#{2,3} .*Exercises', re.M)
+
+def _solution_cells(nb):
+    "The cells after a notebook's Exercises heading, up to the next section: its reference solutions and their checks."
+    cells = nbformat.read(nb, as_version=4).cells
+    start = [i for i, c in enumerate(cells) if c.cell_type == 'markdown' and _EXERCISES.search(c.source)]
+    out = []
+    for c in cells[start[0] + 1:] if start else []:
+        if c.cell_type == 'markdown' and re.match(r'#{1,2} ', c.source): break
+        out.append(c)
+    return out
+
+@pytest.mark.parametrize('nb', NOTEBOOKS, ids=lambda p: p.name)
+def test_exercise_solutions_are_hidden_and_collapsed(nb):
+    """Solutions are hidden on the site (`#| hide`) and collapsed in JupyterLab (cell metadata jupyter.source_hidden
+    and, for code, outputs_hidden), which nbdev_clean keeps (settings.ini allowed_cell_metadata_keys)."""
+    assert 'jupyter' in CFG['DEFAULT']['allowed_cell_metadata_keys'].split()
+    offenders = []
+    for c in _solution_cells(nb):
+        meta = c.metadata.get('jupyter', {})
+        first = c.source.strip().splitlines()[0] if c.source.strip() else ''
+        if c.cell_type == 'code':
+            problems = [p for p, bad in (('not #| hide', not re.match(r'#\|\s*hide\b', c.source)),
+                                         ('source not collapsed', not meta.get('source_hidden')),
+                                         ('outputs not collapsed', not meta.get('outputs_hidden'))) if bad]
+        else:
+            problems = ['not collapsed'] if not meta.get('source_hidden') else []
+        if problems: offenders.append(f"  cell {c.get('id')} ({first[:50]!r}): {', '.join(problems)}")
+    assert not offenders, f"{nb.name}: solution cells shown on the site or open in JupyterLab:\n" + '\n'.join(offenders)

@@ -201,3 +201,165 @@ def test_multihead_flash_trains_reverse_task_like_math():
     assert acc_flash >= 0.99 and acc_flash == acc_math
     assert loss_flash[-1] < 0.05 * loss_flash[0]
     torch.testing.assert_close(torch.tensor(loss_flash), torch.tensor(loss_math), atol=1e-3, rtol=1e-3)
+
+
+# -- grouped-query attention: k, v with G heads, each shared by H/G query heads --------------------
+from transformer_lit.attention import repeat_kv, choose_backend
+from transformer_lit.flash import flash_supports
+
+def gqa(B, H, G, Lq, Lk, D, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    mk = lambda h, L: torch.randn(B, h, L, D, generator=g, dtype=dtype).requires_grad_()
+    return mk(H, Lq), mk(G, Lk), mk(G, Lk)
+
+def check_gqa(q, k, v, tol, block_q=16, block_k=16, **kw):
+    "flash_attention on (B, G, Lk, D) keys/values against the math backend on the same inputs and on repeat_kv's copies."
+    n_rep = q.shape[-3] // k.shape[-3]
+    out = flash_attention(q, k, v, block_q=block_q, block_k=block_k, **kw)
+    oracle = scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), **kw)
+    math_ = scaled_dot_product_attention(q, k, v, **kw)
+    torch.testing.assert_close(out, oracle, **tol)
+    torch.testing.assert_close(out, math_, **tol)
+    do = torch.randn_like(out)
+    got = torch.autograd.grad(out, (q, k, v), do)
+    ref = torch.autograd.grad(oracle, (q, k, v), do)                 # dK, dV of a shared head: summed by autograd over its copies
+    assert got[1].shape == k.shape and got[2].shape == v.shape
+    for a, b in zip(got, ref): torch.testing.assert_close(a, b, **tol)
+
+def head_mask(B, H, Lq, Lk, seed=1):
+    "A bool mask that differs between the query heads of a group, with an empty row and a whole masked tile."
+    keep = torch.rand(B, H, Lq, Lk, generator=torch.Generator().manual_seed(seed)) > 0.4
+    keep[0, 1, Lq // 2] = False
+    if Lk > 16: keep[:, 0, :, :16] = False
+    return keep
+
+GQA_CASES = [(dtype, G, L, variant) for dtype in (torch.float64, torch.float32) for G in (1, 2, 4) for L in (1, 7, 113)
+             for variant in ("none", "causal", "mask")]
+
+@pytest.mark.parametrize("dtype,G,L,variant", GQA_CASES)
+def test_gqa_equals_math_and_repeat_kv(dtype, G, L, variant):
+    q, k, v = gqa(2, 4, G, L, L, 8, dtype, seed=L * 10 + G)
+    kw = {"none": {}, "causal": dict(is_causal=True), "mask": dict(mask=head_mask(2, 4, L, L))}[variant]
+    check_gqa(q, k, v, TOL[dtype], **kw)
+
+@pytest.mark.parametrize("Lq,Lk", [(7, 113), (113, 7)])
+def test_gqa_different_lengths_float_mask_and_value_dim(Lq, Lk):
+    q, k, v = gqa(1, 6, 2, Lq, Lk, 16, torch.float64)
+    v = torch.randn(1, 2, Lk, 24, dtype=torch.float64, requires_grad=True)   # Dv != D
+    check_gqa(q, k, v, TOL[torch.float64], is_causal=True)
+    bias = torch.randn(6, Lq, Lk, dtype=torch.float64)                        # a float mask per query head
+    check_gqa(q, k, v, TOL[torch.float64], block_q=5, block_k=9, mask=bias)
+
+def test_gqa_gradcheck():
+    g = torch.Generator().manual_seed(0)
+    for G in (1, 2):
+        q = torch.randn(1, 4, 5, 3, generator=g, dtype=torch.float64, requires_grad=True)
+        k, v = (torch.randn(1, G, 6, 3, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(2))
+        assert torch.autograd.gradcheck(lambda a, b, c: flash_attention(a, b, c, block_q=2, block_k=4), (q, k, v))
+        assert torch.autograd.gradcheck(lambda a, b, c: flash_attention(a, b, c, is_causal=True, block_q=4, block_k=2), (q, k, v))
+        keep = torch.rand(1, 4, 5, 6, generator=g) > 0.3
+        assert torch.autograd.gradcheck(lambda a, b, c: flash_attention(a, b, c, mask=keep, block_q=3, block_k=5), (q, k, v))
+
+def test_gqa_shared_head_gradient_is_the_sum_over_its_query_heads():
+    "dK, dV of a shared head = the sum, over the H/G query heads that read it, of the multi-head gradients of its copies."
+    q, k, v = gqa(2, 8, 2, 70, 50, 16, torch.float64)
+    kr, vr = (repeat_kv(t.detach(), 4).requires_grad_() for t in (k, v))       # (2, 8, 50, 16): independent copies
+    for causal in (False, True):
+        a = flash_attention(q, k, v, is_causal=causal, block_q=32, block_k=16)
+        b = flash_attention(q, kr, vr, is_causal=causal, block_q=32, block_k=16)
+        torch.testing.assert_close(a, b, **TOL[torch.float64])
+        do = torch.randn_like(a)
+        dq, dk, dv = torch.autograd.grad(a, (q, k, v), do)
+        dq_r, dk_r, dv_r = torch.autograd.grad(b, (q, kr, vr), do)
+        torch.testing.assert_close(dq, dq_r, **TOL[torch.float64])
+        torch.testing.assert_close(dk, dk_r.unflatten(1, (2, 4)).sum(2), **TOL[torch.float64])  # (2, 2, 50, 16)
+        torch.testing.assert_close(dv, dv_r.unflatten(1, (2, 4)).sum(2), **TOL[torch.float64])
+
+def test_gqa_on_step_reports_per_query_head():
+    q, k, v = (t.detach() for t in gqa(1, 4, 2, 10, 12, 8, torch.float64))
+    steps = []
+    o, lse = flash_forward(q, k, v, block_q=4, block_k=8, on_step=lambda **s: steps.append(s))
+    assert o.shape == (1, 4, 10, 8) and lse.shape == (1, 4, 10)
+    last = [s for s in steps if s["i0"] == 8][-1]
+    assert last["m"].shape == (1, 4, 2) and last["o"].shape == (1, 4, 2, 8)
+    torch.testing.assert_close(last["o"] / last["l"][..., None], o[..., 8:, :], **TOL[torch.float64])
+    s = q @ repeat_kv(k, 2).transpose(-2, -1) / math.sqrt(8)
+    torch.testing.assert_close(lse, s.logsumexp(-1), **TOL[torch.float64])
+
+def test_gqa_memory_does_not_grow_with_repeated_kv():
+    "One shared key/value head for 16 query heads: flash's peak extra memory stays below one copy of the repeated K and V."
+    q = torch.randn(1, 16, 256, 64)
+    k, v = torch.randn(1, 1, 16384, 64), torch.randn(1, 1, 16384, 64)
+    _, extra = peak_memory(flash_attention, q, k, v, block_q=BACKEND_BLOCK, block_k=BACKEND_BLOCK)
+    if math.isnan(extra): pytest.skip("peak CPU memory is not measurable here (needs Linux /proc/self/clear_refs)")
+    repeated = 2 * 16 * 16384 * 64 * 4                                 # bytes of repeat_kv(k, 16) and repeat_kv(v, 16): 128 MiB
+    assert extra < repeated / 8
+
+def test_gqa_backend_supports_and_attend():
+    q, k, v = (t.detach() for t in gqa(2, 4, 2, 20, 20, 8, torch.float32))
+    assert flash_supports(q, k, v, None, True, 0.0)
+    assert flash_supports(q, k, v, head_mask(2, 4, 20, 20), False, 0.0)
+    res = attend(q, k, v, is_causal=True, backend="flash")
+    assert res.backend == "flash"
+    torch.testing.assert_close(res.out, scaled_dot_product_attention(q, k, v, is_causal=True), **TOL[torch.float32])
+    assert choose_backend(q, k, v, dropout_p=0.1) != "flash"           # no dropout: "auto" goes elsewhere
+
+def test_gqa_auto_falls_back_when_flash_cannot(monkeypatch):
+    monkeypatch.delitem(backend_info, "sdpa")
+    for name in [n for n in backend_info if n not in ("math", "flash")]: monkeypatch.delitem(backend_info, name)
+    q, k, v = (t.detach() for t in gqa(1, 4, 1, 16, 16, 8, torch.float32))
+    assert attend(q, k, v).backend == "flash"
+    res = attend(q, k, v, dropout_p=0.5)
+    assert res.backend == "math" and res.out.shape == q.shape
+    bias = torch.zeros(16, 16, requires_grad=True)
+    res = attend(q, k, v, mask=bias)
+    assert res.backend == "math"
+    torch.testing.assert_close(res.out, flash_attention(q, k, v), **TOL[torch.float32])
+
+def test_gqa_bad_head_counts():
+    q = torch.randn(1, 8, 4, 8)
+    kv3 = torch.randn(1, 3, 4, 8)
+    with pytest.raises(ValueError, match=r"^k\.shape\[-3\]=3 key/value heads must divide q\.shape\[-3\]=8 query heads"):
+        flash_attention(q, kv3, kv3)
+    with pytest.raises(ValueError, match=r"^k\.shape\[-3\]=3 key/value heads must divide q\.shape\[-3\]=8 query heads"):
+        attend(q, kv3, kv3, backend="flash")
+    with pytest.raises(ValueError, match=r"^k\.shape\[-3\]=16 key/value heads must divide q\.shape\[-3\]=8 query heads"):
+        flash_attention(q, torch.randn(1, 16, 4, 8), torch.randn(1, 16, 4, 8))
+    with pytest.raises(ValueError, match=r"^k\.shape\[-3\]=2 must equal v\.shape\[-3\]=4"):
+        flash_attention(q, torch.randn(1, 2, 4, 8), torch.randn(1, 4, 4, 8))
+
+
+# -- chapter 10's step player, as the site shows it (headless Chromium, no Jupyter server) -----------
+def test_chapter_10_player_saved_in_the_notebook(tmp_path):
+    "Moving the saved player's slider shows each step's frame and the caption of that step's tiles."
+    import base64, json, re
+    from pathlib import Path
+    tb = pytest.importorskip("test_browser")                           # tests/test_browser.py: drive_player, require_browser
+    tb.require_browser()
+    nb = json.loads((Path(__file__).resolve().parent.parent / "nbs" / "10_flash_attention.ipynb").read_text())
+    cell, = [c for c in nb["cells"] if c["cell_type"] == "code" and "player = FramePlayer(" in "".join(c["source"])]
+    html_text = "".join(cell["outputs"][0]["data"]["text/html"])
+    assert not re.search(r"""(src|href)=["']?(https?:|//)|fetch\(|XMLHttpRequest""", html_text)   # nothing is fetched
+    data = json.loads(re.search(r'class="tlp-data">(.*?)</script>', html_text, re.S).group(1).replace('<\\/', '</'))
+    steps = list(range(12))                                            # Lq=12, Lk=16 in 4x4 tiles: 3 query tiles x 4 key tiles
+    assert len(set(data["order"])) == len(steps) == len(data["order"])
+    for k, cap in enumerate(data["captions"]):                         # the tile of step k, from the loop order of flash_forward
+        i0, j0 = 4 * (k // 4), 4 * (k % 4)
+        assert cap == f"step {k}: query rows {i0}:{i0 + 4}, key tile {j0}:{j0 + 4}"
+    expected = lambda step: base64.b64decode(data["frames"][data["order"][step]])
+    assert tb.drive_player(html_text, {"step": steps}, expected, tmp_path, start={"step": 2}) == len(steps)
+
+
+def test_multihead_gqa_flash_equals_math():
+    "MultiHeadAttention(n_kv_heads=G, backend='flash') equals the same module on the math backend, forward and gradients."
+    for G in (1, 2, 4):
+        torch.manual_seed(G)
+        m_flash = MultiHeadAttention(32, 4, n_kv_heads=G, backend="flash").double()
+        m_math = MultiHeadAttention(32, 4, n_kv_heads=G, backend="math").double()
+        m_math.load_state_dict(m_flash.state_dict())
+        x = torch.randn(2, 19, 32, dtype=torch.float64, requires_grad=True)
+        a, b = m_flash(x, is_causal=True), m_math(x, is_causal=True)
+        torch.testing.assert_close(a, b, **TOL[torch.float64])
+        ga = torch.autograd.grad(a.sum(), [x, *m_flash.parameters()])
+        gb = torch.autograd.grad(b.sum(), [x, *m_math.parameters()])
+        for u, w in zip(ga, gb): torch.testing.assert_close(u, w, **TOL[torch.float64])

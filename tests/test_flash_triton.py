@@ -346,18 +346,21 @@ def test_gpu_check_script_dry_run(tmp_path):
                        env=env, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     lines = r.stdout.strip().splitlines()
-    assert "triton backend on cpu: available" in r.stdout and "correctness: 16/16 checks within bounds" in r.stdout
-    assert lines[-6].startswith("| D | causal | N |") and all(l.startswith("| 32 |") for l in lines[-4:])
+    assert "triton backend on cpu: available" in r.stdout and "correctness: 32/32 checks within bounds" in r.stdout
+    assert " G=4  causal=True  ok" in r.stdout and " G=1  causal=True  ok" in r.stdout          # G = H and G = H/4
+    assert lines[-10].startswith("| D | causal | N | B×H | G |") and all(l.startswith("| 32 |") for l in lines[-8:])
+    assert [l.split(" | ")[3:5] for l in lines[-8:]] == [["1×1", "1"]] * 4 + [["1×4", "1"]] * 4     # the GQA rows: G = H/4
+    assert "backward counted as 2.5x the forward (the triton backward runs 7 matmuls, not 5: 1.4x the counted work)" in r.stdout
     rep = json.loads(out.read_text())
-    assert rep["ok"] and rep["versions"]["interpreter"] and len(rep["bench"]) == 4 and rep["triton_faster"] == {}
+    assert rep["ok"] and rep["versions"]["interpreter"] and len(rep["bench"]) == 8 and rep["triton_faster"] == {}
     assert all(row["triton_tflops"] > 0 for row in rep["bench"])
     shown = subprocess.run([sys.executable, "-m", "transformer_lit.flash_triton", "show", str(out)], capture_output=True,
                            text=True, env=env, cwd=ROOT, timeout=120)
     assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.strip().splitlines()[-6:] == lines[-6:] and shown.stdout.startswith("goals (measured, not asserted):")
+    assert shown.stdout.strip().splitlines()[-10:] == lines[-10:] and shown.stdout.startswith("goals (measured, not asserted):")
     import matplotlib; matplotlib.use("Agg")
     fig = ft.plot_tflops(rep["bench"], "dry run")
-    assert len(fig.axes) == 2
+    assert [a.get_title() for a in fig.axes] == ["D=32, fwd", "D=32, fwd, G=H/4", "D=32, fwd+bwd", "D=32, fwd+bwd, G=H/4"]
 
 
 def test_main_rejects_bad_command_lines(capsys):
@@ -376,21 +379,154 @@ def test_benchmark_stops_at_the_deadline():
     for r in rows:
         for name in ft.PROVIDERS:
             assert r[name] is None and r[name + "_tflops"] is None and r[name + "_error"] == "skipped: time budget spent"
-    assert lines == [f"  D=8 causal=False N={n} fwd: triton skipped: time budget spent, sdpa_flash skipped: time budget spent, "
+    assert lines == [f"  D=8 causal=False N={n} G=1 fwd: triton skipped: time budget spent, sdpa_flash skipped: time budget spent, "
                      "sdpa_cudnn skipped: time budget spent" for n in (16, 32)]
 
 
 @needs_triton
 def test_run_check_goes_on_after_a_failing_step(monkeypatch, tmp_path):
     "A step that raises is logged and recorded; the later steps run, the JSON is written, the table is last, ok is False."
-    monkeypatch.setattr(ft, "correctness_cases", lambda device, quick=False: [(torch.float32, 16, 17, 17, True)])
+    monkeypatch.setattr(ft, "correctness_cases", lambda device, quick=False: [(torch.float32, 16, 17, 17, True, 4)])
     def broken(*a, **k): raise RuntimeError("boom")
     monkeypatch.setattr(ft, "benchmark", broken)
     lines, path = [], tmp_path / "r.json"
     rep = ft.run_check(dry_run=True, json_path=str(path), log=lines.append)
-    assert rep["errors"] == {"benchmark": "RuntimeError: boom"} and not rep["ok"]
+    assert rep["errors"] == {"benchmark": "RuntimeError: boom", "benchmark GQA": "RuntimeError: boom"} and not rep["ok"]
     assert rep["correctness_ok"] and len(rep["correctness"]) == 4 and rep["bench"] == []
     assert any(l.startswith("benchmark FAILED, continuing:") and "RuntimeError: boom" in l for l in lines)
     text = lines[-1]
-    assert "errors:\n  benchmark: RuntimeError: boom" in text and text.endswith("| triton / FLASH |\n|---|---|---|---|---|---|---|---|---|")
-    assert json.loads(path.read_text())["errors"] == {"benchmark": "RuntimeError: boom"}
+    assert "errors:\n  benchmark: RuntimeError: boom\n  benchmark GQA: RuntimeError: boom" in text
+    assert text.endswith("| triton / FLASH |\n|---|---|---|---|---|---|---|---|---|---|")
+    assert json.loads(path.read_text())["errors"] == {"benchmark": "RuntimeError: boom", "benchmark GQA": "RuntimeError: boom"}
+
+
+# -- grouped-query attention: k, v with G heads (in the interpreter: few, small cases) -----------------
+
+def gqa(nq, nk, d, G, dtype=torch.float32, b=2, h=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(b, heads, n, d, generator=g).to(DEV, dtype) for heads, n in ((h, nq), (G, nk), (G, nk))]
+
+
+@needs_triton
+@pytest.mark.parametrize("G,n,is_causal", [(1, 1, False), (2, 7, True), (2, 113, False), (1, 113, True), (4, 7, False)])
+def test_gqa_fp32_against_the_math_backend(G, n, is_causal):
+    "float32, H = 4 query heads and G key/value heads: output and dq, dk, dv within 1e-4 of float64 (the repeat_kv oracle)."
+    rows = ft.compare_with_reference(*gqa(n, n, 16, G), is_causal=is_causal)
+    assert_rows_ok(rows)
+    assert {r["n_kv"] for r in rows} == {G}
+
+
+@needs_triton
+@pytest.mark.parametrize("G,nq,nk,is_causal", [(1, 7, 7, True), (2, 113, 40, True)])
+def test_gqa_fp16_two_times_rule(G, nq, nk, is_causal):
+    assert_rows_ok(ft.compare_with_reference(*gqa(nq, nk, 32, G, torch.float16), is_causal=is_causal))
+
+
+@needs_triton
+def test_gqa_grads_equal_the_math_backend_and_sum_over_the_group():
+    "Against chapter 00's grouped math backend directly; dK of a shared head is the sum of the group's multi-head dK."
+    q, k, v = (x.requires_grad_() for x in gqa(40, 50, 16, 2, b=1, seed=3))
+    out = ft.triton_flash_attention(q, k, v, is_causal=True)
+    do = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), do)
+    q64, k64, v64 = (x.detach().double().requires_grad_() for x in (q, k, v))
+    ref = scaled_dot_product_attention(q64, k64, v64, is_causal=True)
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
+    for a, b in zip(grads, torch.autograd.grad(ref, (q64, k64, v64), do.double())):
+        torch.testing.assert_close(a.double(), b, rtol=1e-4, atol=1e-5)
+    kr, vr = (ft.repeat_kv(x.detach(), 2).requires_grad_() for x in (k, v))
+    out_r = ft.triton_flash_attention(q, kr, vr, is_causal=True)                # the multi-head kernels on copies
+    torch.testing.assert_close(out, out_r, rtol=0, atol=0)                        # the same programs read the same numbers
+    _, dk_r, dv_r = torch.autograd.grad(out_r, (q, kr, vr), do)
+    torch.testing.assert_close(grads[1], dk_r.unflatten(1, (2, 2)).sum(2), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(grads[2], dv_r.unflatten(1, (2, 2)).sum(2), rtol=1e-5, atol=1e-6)
+
+
+@needs_triton
+def test_gqa_three_dim_inputs_and_strided_views():
+    "(H, T, D) inputs with G key/value heads; (B, G, T, D) views of (B, T, G, D) tensors keep their strides."
+    q3, k3, v3 = (x[0] for x in gqa(19, 23, 16, 1))                              # (4, 19, 16), (1, 23, 16)
+    torch.testing.assert_close(ft.triton_flash_attention(q3, k3, v3, is_causal=True).double(),
+                               scaled_dot_product_attention(q3.double(), k3.double(), v3.double(), is_causal=True), rtol=1e-5, atol=1e-5)
+    g = torch.Generator().manual_seed(2)
+    kt, vt = (torch.randn(2, 23, 2, 16, generator=g).to(DEV).requires_grad_() for _ in range(2))  # (B, T, G, D)
+    q = torch.randn(2, 4, 19, 16, generator=g).to(DEV).requires_grad_()
+    k, v = kt.transpose(1, 2), vt.transpose(1, 2)                                 # (B, G, T, D), not contiguous
+    assert ft._kernel_ready(k) is k
+    out = ft.triton_flash_attention(q, k, v)
+    out.sum().backward()
+    ref = scaled_dot_product_attention(q.double(), k.double(), v.double())
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
+    assert kt.grad.shape == kt.shape and torch.isfinite(kt.grad).all()
+
+
+@needs_triton
+def test_gqa_backend_supports_attend_and_bad_head_counts():
+    q, k, v = gqa(17, 17, 16, 2, b=1)
+    assert ft.triton_supports(q, k, v, None, True, 0.0)
+    assert not ft.triton_supports(q, k, v, None, True, 0.1)                      # no dropout
+    assert not ft.triton_supports(q, k[:, :0], v[:, :0], None, False, 0.0)       # 0 key/value heads do not divide 4
+    out, _, used = attend(q, k, v, is_causal=True, backend="triton")
+    assert used == "triton"
+    torch.testing.assert_close(out, attention_backends["math"](q, k, v, is_causal=True), rtol=1e-5, atol=1e-5)
+    assert attend(q, k, v, is_causal=True).backend != "triton"                   # "auto" never picks it here
+    keep = torch.ones(17, 17, dtype=torch.bool, device=DEV)
+    assert attend(q, k, v, mask=keep).backend != "triton"                        # a mask: "auto" falls back
+    q8, k3 = torch.randn(1, 8, 4, 16, device=DEV), torch.randn(1, 3, 4, 16, device=DEV)
+    with pytest.raises(ValueError, match=r"^k\.shape\[-3\]=3 key/value heads must divide q\.shape\[-3\]=8 query heads"):
+        ft.triton_flash_attention(q8, k3, k3)
+    with pytest.raises(ValueError, match=r"^k\.shape\[-3\]=3 key/value heads must divide q\.shape\[-3\]=8 query heads"):
+        ft.triton_backend(q8, k3, k3)
+
+
+def test_gqa_auto_prefers_triton_only_for_measured_multi_head_inputs(monkeypatch):
+    "TRITON_PREFERRED comes from multi-head rows, so a grouped input is never preferred on its strength."
+    monkeypatch.setattr(ft, "interpreting", lambda: False)
+    monkeypatch.setitem(ft.TRITON_PREFERRED, (64, "bfloat16", True), 1.2)
+    q, k = torch.empty(1, 8, 4, 64, dtype=torch.bfloat16, device="meta"), torch.empty(1, 2, 4, 64, dtype=torch.bfloat16, device="meta")
+    class Cuda:                                                                   # a stand-in with q.is_cuda = True
+        def __init__(self, t): self.t = t; self.is_cuda = True; self.shape = t.shape; self.dtype = t.dtype
+    assert ft.triton_prefer(Cuda(q), Cuda(q), Cuda(q), None, True, 0.0)
+    assert not ft.triton_prefer(Cuda(q), Cuda(k), Cuda(k), None, True, 0.0)
+    rows = [dict(D=64, causal=True, N=4096, mode="fwd", H=8, G=2, triton=1.0, sdpa_flash=2.0)]
+    assert ft.faster_than_flash(rows) == {}                                        # grouped rows alone: no claim
+
+
+def test_backward_matmul_count():
+    "BWD_MATMULS counts the tl.dot calls of the two backward passes: 4 (dK/dV) + 3 (dQ), against 5 in the FLOP convention."
+    import inspect
+    n = sum(inspect.getsource(getattr(f, "fn", f)).count("tl.dot(") for f in (ft._attn_bwd_dkdv_inner, ft._attn_bwd_dq_inner))
+    assert n == ft.BWD_MATMULS == 7
+    assert ft.attention_flops(1, 1, 8, 8, 8, mode="bwd") / ft.attention_flops(1, 1, 8, 8, 8) == 2.5
+
+
+def test_gpu_correctness_cases_cover_gqa():
+    for dev in ("cuda", "cpu"):
+        cases = ft.correctness_cases(dev) + ft.correctness_cases(dev, quick=True)
+        assert {c[5] for c in cases} == {1, 4}                                    # G = H and G = H/4
+        assert all(len(c) == 6 for c in cases)
+    assert sum(c[5] == 4 for c in ft.correctness_cases("cuda")) == len(ft.correctness_cases("cuda")) // 2
+
+
+def test_gpu_check_script_parses_and_has_help():
+    assert subprocess.run(["bash", "-n", "scripts/gpu_check.sh"], cwd=ROOT).returncode == 0
+    r = subprocess.run(["bash", "scripts/gpu_check.sh", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                       env={**os.environ, "PYTHON": sys.executable})
+    assert r.returncode == 0 and "usage: python -m transformer_lit.flash_triton" in r.stdout and "--dry-run" in r.stdout
+
+
+@needs_triton
+def test_multihead_gqa_triton_equals_math():
+    "MultiHeadAttention(n_kv_heads=2, backend='triton') in float32 equals the module on the math backend (float64)."
+    from transformer_lit.multihead import MultiHeadAttention
+    torch.manual_seed(0)
+    m = MultiHeadAttention(32, 4, n_kv_heads=2, backend="triton").to(DEV)
+    ref = MultiHeadAttention(32, 4, n_kv_heads=2, backend="math").to(DEV).double()
+    ref.load_state_dict(m.state_dict())
+    x = torch.randn(2, 23, 32, device=DEV, requires_grad=True)
+    x64 = x.detach().double().requires_grad_()
+    a, b = m(x, is_causal=True), ref(x64, is_causal=True)
+    torch.testing.assert_close(a.double(), b, rtol=1e-5, atol=1e-5)
+    a.sum().backward(); b.sum().backward()
+    torch.testing.assert_close(x.grad.double(), x64.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(m.in_proj.weight.grad.double(), ref.in_proj.weight.grad, rtol=1e-4, atol=1e-5)

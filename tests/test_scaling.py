@@ -1,14 +1,14 @@
-"""Tests for transformer_lit.scaling: variance of q·k, softmax saturation measures, the explorer's logic and widget."""
+"""Tests for transformer_lit.scaling (variance of q·k, softmax saturation measures, the explorer's logic) and its widgets."""
 import math
 import re
 import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from transformer_lit.scaling import (DK_STEPS, ExplorerUI, ExplorerView, ScalingExplorer,
-                                     dot_product_variance, dot_product_variance_se, jacobian_curves,
-                                     saturation_metrics, softmax_entropy, softmax_jacobian,
-                                     softmax_jacobian_norm, static_twin)
+from transformer_lit import scaling
+from transformer_lit.scaling import (ExplorerView, ScalingExplorer, dot_product_variance, dot_product_variance_se,
+                                     saturation_metrics, softmax_entropy, softmax_jacobian, softmax_jacobian_norm)
+from transformer_lit.widgets import DK_STEPS, ExplorerUI, explorer_figure, explorer_player, jacobian_curves
 from transformer_lit.attention import scaled_dot_product_attention
 
 F64 = torch.float64
@@ -297,15 +297,30 @@ def test_widget_updates_picture_in_place():
     assert len(ui.fig.axes) == 3                                        # one persistent figure, no new ones
 
 
-def test_static_twin_grid():
-    import matplotlib.pyplot as plt
-    fig = static_twin(ScalingExplorer(n_queries=32), d_ks=(4, 1024))
-    try:
-        assert len(fig.axes) == 12
-        labels = [ax.get_ylabel() for ax in fig.axes[::3]]
-        assert labels == ["d_k=4, scaled", "d_k=4, unscaled", "d_k=1024, scaled", "d_k=1024, unscaled"]
-    finally:
-        plt.close(fig)
+def test_player_frames_are_the_pictures_of_their_settings():
+    "Each frame of the kernel-free player is the explorer's picture of its setting, drawn afresh; captions carry the numbers."
+    import io
+    ex = ScalingExplorer(n_queries=32)
+    player = explorer_player(ex, d_ks=(4, 1024), temperatures=(0.5, 2.0))
+    assert len(player.frames) == 8 and len(set(player.frames)) == 8
+    for setting in ({"d_k": 1024, "scaled": False, "temperature": 0.5}, {"d_k": 4, "scaled": True, "temperature": 2.0}):
+        fig, plot = explorer_figure(ex)
+        plot.show(ex(**setting), jacobian_curves(ex, setting["temperature"]))
+        buf = io.BytesIO(); fig.savefig(buf, format="png")
+        fresh = explorer_player(ex, **{"d_ks": (setting["d_k"],), "scaled": (setting["scaled"],),
+                                      "temperatures": (setting["temperature"],)}).frames[0]
+        assert player.frame(**setting) == fresh
+        v = ex(**setting)
+        assert f"mean max p = {v.max_prob:.3f}" in player.captions[player.index(**setting)]
+
+
+def test_scaling_is_library_only():
+    "The explorer's apparatus is not part of the library module's public API, and the module imports no plotting."
+    import subprocess, sys
+    assert not {"DK_STEPS", "ExplorerUI", "ExplorerPlot", "static_twin", "jacobian_curves"} & set(scaling.__all__)
+    code = "import sys, transformer_lit.scaling; print(sorted(m for m in ('matplotlib', 'ipywidgets') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
 
 
 def test_jacobian_curves_respect_max_d_k():

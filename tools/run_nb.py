@@ -3,6 +3,10 @@
 Usage: python tools/run_nb.py nbs/00_attention.ipynb [more.ipynb ...]
 Every cell runs, `#| slow` ones included (their saved outputs are what the site shows), except
 `#| cuda` cells on a machine without CUDA: those keep the outputs saved by the last GPU run.
+Widgets are not saved: a widget's view needs the kernel that made it (without one JupyterLab shows
+its repr, `VBox(children=(...`, and re-saves its state with new ids on every open), so the notebook
+keeps a widget output's other representations only; a widget appears when its cell runs. A page
+that should work without a kernel shows a `viz.FramePlayer` instead.
 """
 import os, subprocess, sys, time
 from pathlib import Path
@@ -20,15 +24,32 @@ class Executor(ExecutePreprocessor):
         if cell.cell_type == 'code' and any(has_flag(cell, f) for f in self.skip): return cell, resources
         return super().preprocess_cell(cell, resources, index)
 
+WIDGET_VIEW = 'application/vnd.jupyter.widget-view+json'
+
+def drop_widgets(nb):
+    "Remove widget views from the outputs (an output left with only its text repr goes) and the saved widget state."
+    for cell in nb.cells:
+        if cell.cell_type != 'code': continue
+        kept = []
+        for o in cell.get('outputs', []):
+            data = o.get('data', {})
+            if WIDGET_VIEW in data:
+                del data[WIDGET_VIEW]
+                if not set(data) - {'text/plain'}: continue
+            kept.append(o)
+        cell.outputs = kept
+    nb.metadata.pop('widgets', None)
+    return nb
+
 def run(path):
     import torch
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
-    ep = Executor(timeout=1800, kernel_name='python3')
+    ep = Executor(timeout=1800, kernel_name='python3', store_widget_state=False)
     ep.skip = () if torch.cuda.is_available() else ('cuda',)
     t = time.time()
     ep.preprocess(nb, {'metadata': {'path': str(path.parent)}})
-    nbformat.write(nb, path)
+    nbformat.write(drop_widgets(nb), path)
     print(f"{path}: executed in {time.time()-t:.1f}s")
 
 if __name__ == '__main__':

@@ -77,7 +77,7 @@ def swiglu_hidden_dim(d_model:int,                       # width of the residual
 
 # %% ../nbs/04_ffn.ipynb #8f914829
 class SwiGLU(nn.Module):
-    "LLaMA's gated feed-forward network `w2(dropout(silu(w1(x)) * w3(x)))` (Shazeer 2020)."
+    "LLaMA's gated feed-forward network w2(SiLU(x W1) ⊙ x W3), with dropout on the gated hidden units (Shazeer 2020)."
     def __init__(self,
                  d_model:int,           # width of the residual stream
                  d_ff:int|None=None,    # hidden width; None: `swiglu_hidden_dim(d_model, multiple_of)`

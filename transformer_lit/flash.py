@@ -6,7 +6,7 @@
 from __future__ import annotations
 import ctypes, gc, math, os
 import torch
-from .attention import check_qkv, check_mask, check_dropout, check_int, register_backend
+from .attention import check_qkv, check_mask, check_dropout, check_int, kv_groups, register_backend
 
 # %% auto #0
 __all__ = ['BACKEND_BLOCK', 'standard_attention_io', 'attention_flops', 'softmax_stats', 'online_softmax', 'check_flash_inputs',
@@ -54,11 +54,11 @@ def online_softmax(x: torch.Tensor, block: int=64):
     return torch.exp(x - m[..., None]) / l[..., None]
 
 # %% ../nbs/10_flash_attention.ipynb #f3ea0d75
-def check_flash_inputs(q, k, v, # queries (..., Lq, D), keys (..., Lk, D), values (..., Lk, Dv)
+def check_flash_inputs(q, k, v, # queries (..., H, Lq, D), keys (..., G, Lk, D), values (..., G, Lk, Dv)
                        mask=None, is_causal=False, # as in `scaled_dot_product_attention`
                        block_q=64, block_k=64, # tile sizes
                       ):
-    "Validate `flash_attention`'s arguments; return the mask expanded (a view, no copy) to `(..., Lq, Lk)`."
+    "Validate `flash_attention`'s arguments; return the mask expanded (a view, no copy) to `(..., H, Lq, Lk)`."
     check_qkv(q, k, v)
     check_int("block_q", block_q); check_int("block_k", block_k)
     shape = (*q.shape[:-1], k.shape[-2])
@@ -67,7 +67,7 @@ def check_flash_inputs(q, k, v, # queries (..., Lq, D), keys (..., Lk, D), value
     if mask.requires_grad:
         raise ValueError("mask.requires_grad=True: flash_attention gives the mask no gradient; "
                          "pass mask.detach() or use backend='math'")
-    return mask.expand(shape)                                       # (..., Lq, Lk), a view
+    return mask.expand(shape)                                       # (..., H, Lq, Lk), a view
 
 def _mask_scores(s, mask, is_causal, i0, i1, j0, j1):
     "Apply the causal rule and the mask to the score tile `s` of rows i0:i1 and columns j0:j1, in place."
@@ -81,75 +81,98 @@ def _mask_scores(s, mask, is_causal, i0, i1, j0, j1):
     return s
 
 # %% ../nbs/10_flash_attention.ipynb #d09cc70f
-def flash_forward(q, k, v, # queries (..., Lq, D), keys (..., Lk, D), values (..., Lk, Dv)
-                  mask=None, # None, or a bool/float mask already expanded to (..., Lq, Lk)
+def flash_forward(q, k, v, # queries (..., H, Lq, D), keys (..., G, Lk, D), values (..., G, Lk, Dv); G divides H
+                  mask=None, # None, or a bool/float mask already expanded to (..., H, Lq, Lk)
                   is_causal=False, # top-left causal: query i attends keys j <= i
                   scale=None, # default 1/sqrt(D)
                   block_q=64, block_k=64, # tile sizes
                   on_step=None, # called after every tile as on_step(i0=, i1=, j0=, j1=, m=, l=, o=) (for teaching)
                  ):
-    "Tiled forward pass: the output `o` (..., Lq, Dv) and the row logsumexp `lse` (..., Lq) (+inf on empty rows)."
+    "Tiled forward pass: the output `o` (..., H, Lq, Dv) and the row logsumexp `lse` (..., H, Lq) (+inf on empty rows)."
+    if q.dim() == 2:                                                # (L, D): a single head
+        o, lse = flash_forward(q[None], k[None], v[None], None if mask is None else mask[None], is_causal, scale,
+                               block_q, block_k, on_step)
+        return o[0], lse[0]
     acc = torch.promote_types(q.dtype, torch.float32)               # statistics in >= float32
-    Lq, Lk = q.shape[-2], k.shape[-2]
+    Lq, Lk, G = q.shape[-2], k.shape[-2], k.shape[-3]
+    R = kv_groups(q, k)                                             # query heads per key/value head (1: multi-head)
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    o = q.new_empty(*q.shape[:-1], v.shape[-1])                     # (..., Lq, Dv)
-    lse = torch.empty(q.shape[:-1], dtype=acc, device=q.device)     # (..., Lq)
+    qg = q.unflatten(-3, (G, R))                                    # (..., G, R, Lq, D), a view: group g reads k[..., g, :, :]
+    maskg = None if mask is None else mask.unflatten(-3, (G, R))    # (..., G, R, Lq, Lk), a view
+    o = q.new_empty(*qg.shape[:-1], v.shape[-1])                    # (..., G, R, Lq, Dv)
+    lse = torch.empty(qg.shape[:-1], dtype=acc, device=q.device)    # (..., G, R, Lq)
     for i0 in range(0, Lq, block_q):
         i1 = min(i0 + block_q, Lq)
-        q_i = q[..., i0:i1, :].to(acc) * scale                      # (..., bq, D), the scale folded in
-        m = torch.full(q_i.shape[:-1], -math.inf, dtype=acc, device=q.device)  # running max, (..., bq)
+        bq = i1 - i0
+        # -- rows i0:i1 of the group's R query heads, stacked: all of them read the same k_j, v_j
+        q_i = (qg[..., i0:i1, :].to(acc) * scale).flatten(-3, -2)  # (..., G, R·bq, D), the scale folded in
+        m = torch.full(q_i.shape[:-1], -math.inf, dtype=acc, device=q.device)  # running max, (..., G, R·bq)
         l = torch.zeros_like(m)                                     # running sum of exp(s - m)
-        o_i = q_i.new_zeros(*q_i.shape[:-1], v.shape[-1])           # unnormalised output, (..., bq, Dv)
+        o_i = q_i.new_zeros(*q_i.shape[:-1], v.shape[-1])           # unnormalised output, (..., G, R·bq, Dv)
         for j0 in range(0, min(Lk, i1) if is_causal else Lk, block_k):  # causal: stop at the diagonal
             j1 = min(j0 + block_k, Lk)
             # -- scores of this tile
-            s = q_i @ k[..., j0:j1, :].to(acc).transpose(-2, -1)    # (..., bq, bk)
-            _mask_scores(s, mask, is_causal, i0, i1, j0, j1)
+            s = q_i @ k[..., j0:j1, :].to(acc).transpose(-2, -1)    # (..., G, R·bq, bk)
+            _mask_scores(s.unflatten(-2, (R, bq)), maskg, is_causal, i0, i1, j0, j1)  # in place, on a (..., G, R, bq, bk) view
             # -- update m and l
             m_new = torch.maximum(m, s.amax(-1))
             m_safe = m_new.nan_to_num(neginf=0.0)                   # rows that saw no key yet: subtract 0, not -inf
-            p = s.sub_(m_safe[..., None]).exp_()                    # exp(s - m_new), (..., bq, bk)
+            p = s.sub_(m_safe[..., None]).exp_()                    # exp(s - m_new), (..., G, R·bq, bk)
             alpha = (m - m_safe).exp_()                             # rescales what was accumulated under the old max
             l.mul_(alpha).add_(p.sum(-1))
             # -- update the output tile
             o_i.mul_(alpha[..., None]).add_(p @ v[..., j0:j1, :].to(acc))
             m = m_new
-            if on_step is not None: on_step(i0=i0, i1=i1, j0=j0, j1=j1, m=m.clone(), l=l.clone(), o=o_i.clone())
+            if on_step is not None:                                 # per query head again: (..., H, bq) and (..., H, bq, Dv)
+                on_step(i0=i0, i1=i1, j0=j0, j1=j1, m=m.unflatten(-1, (R, bq)).flatten(-3, -2).clone(),
+                        l=l.unflatten(-1, (R, bq)).flatten(-3, -2).clone(), o=o_i.unflatten(-2, (R, bq)).flatten(-4, -3).clone())
         # -- normalise once; rows that saw no key (l = 0) stay 0
-        o[..., i0:i1, :] = o_i / l.clamp(min=torch.finfo(acc).tiny)[..., None]
-        lse[..., i0:i1] = torch.where(l > 0, m + l.log(), math.inf)
-    return o, lse
+        o[..., i0:i1, :] = (o_i / l.clamp(min=torch.finfo(acc).tiny)[..., None]).unflatten(-2, (R, bq))  # (..., G, R, bq, Dv)
+        lse[..., i0:i1] = torch.where(l > 0, m + l.log(), math.inf).unflatten(-1, (R, bq))               # (..., G, R, bq)
+    return o.flatten(-4, -3), lse.flatten(-3, -2)                   # (..., H, Lq, Dv), (..., H, Lq)
+
 
 # %% ../nbs/10_flash_attention.ipynb #85f778b5
 def flash_backward(do, q, k, v, o, lse, # the incoming gradient dO, the inputs, and what `flash_forward` returned
                    mask=None, is_causal=False, scale=None, block_q=64, block_k=64, # as in `flash_forward`
                   ):
-    "Tiled backward pass that recomputes P from `lse`: returns `(dq, dk, dv)`."
+    "Tiled backward pass that recomputes P from `lse`: returns `(dq, dk, dv)`, dk and dv summed over the query heads that share them."
+    if q.dim() == 2:                                                # (L, D): a single head
+        grads = flash_backward(do[None], q[None], k[None], v[None], o[None], lse[None], None if mask is None else mask[None],
+                               is_causal, scale, block_q, block_k)
+        return tuple(g[0] for g in grads)
     acc = lse.dtype
-    Lq, Lk = q.shape[-2], k.shape[-2]
+    Lq, Lk, G = q.shape[-2], k.shape[-2], k.shape[-3]
+    R = kv_groups(q, k)                                             # query heads per key/value head
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    dq = torch.zeros(q.shape, dtype=acc, device=q.device)          # accumulated over key tiles
-    dk, dv = torch.empty(k.shape, dtype=acc, device=q.device), torch.empty(v.shape, dtype=acc, device=q.device)
-    D = (do.to(acc) * o.to(acc)).sum(-1)                            # D = rowsum(dO * O), (..., Lq)
+    qg, dog = q.unflatten(-3, (G, R)), do.unflatten(-3, (G, R))    # (..., G, R, Lq, D), (..., G, R, Lq, Dv)
+    lseg = lse.unflatten(-2, (G, R))                                # (..., G, R, Lq)
+    Dg = (do.to(acc) * o.to(acc)).sum(-1).unflatten(-2, (G, R))     # D = rowsum(dO * O), (..., G, R, Lq)
+    maskg = None if mask is None else mask.unflatten(-3, (G, R))    # (..., G, R, Lq, Lk)
+    dq = torch.zeros(qg.shape, dtype=acc, device=q.device)          # (..., G, R, Lq, D), accumulated over key tiles
+    dk, dv = torch.empty(k.shape, dtype=acc, device=q.device), torch.empty(v.shape, dtype=acc, device=q.device)  # (..., G, Lk, D)
     for j0 in range(0, Lk, block_k):
         j1 = min(j0 + block_k, Lk)
-        k_j, v_j = k[..., j0:j1, :].to(acc), v[..., j0:j1, :].to(acc)  # (..., bk, D), (..., bk, Dv)
+        k_j, v_j = k[..., j0:j1, :].to(acc), v[..., j0:j1, :].to(acc)  # (..., G, bk, D), (..., G, bk, Dv)
         dk_j, dv_j = torch.zeros_like(k_j), torch.zeros_like(v_j)
         for i0 in range((j0 // block_q) * block_q if is_causal else 0, Lq, block_q):  # causal: skip tiles above
             i1 = min(i0 + block_q, Lq)
-            q_i, do_i = q[..., i0:i1, :].to(acc) * scale, do[..., i0:i1, :].to(acc)  # (..., bq, D), (..., bq, Dv)
+            bq = i1 - i0
+            q_i = (qg[..., i0:i1, :].to(acc) * scale).flatten(-3, -2)  # (..., G, R·bq, D): the group's heads stacked
+            do_i = dog[..., i0:i1, :].to(acc).flatten(-3, -2)          # (..., G, R·bq, Dv)
             # -- recompute P from the saved logsumexp
-            s = q_i @ k_j.transpose(-2, -1)                         # (..., bq, bk)
-            _mask_scores(s, mask, is_causal, i0, i1, j0, j1)
-            p = s.sub_(lse[..., i0:i1, None]).exp_()                # exp(s - lse); 0 on empty rows (lse = +inf)
-            # -- dV += P^T dO;  dS = P * (dO V^T - D)
+            s = q_i @ k_j.transpose(-2, -1)                         # (..., G, R·bq, bk)
+            _mask_scores(s.unflatten(-2, (R, bq)), maskg, is_causal, i0, i1, j0, j1)
+            p = s.sub_(lseg[..., i0:i1].flatten(-2, -1)[..., None]).exp_()  # exp(s - lse); 0 on empty rows (lse = +inf)
+            # -- dV += P^T dO;  dS = P * (dO V^T - D). The products' sums over rows run over all R heads of the group
             dv_j += p.transpose(-2, -1) @ do_i
-            ds = p * (do_i @ v_j.transpose(-2, -1) - D[..., i0:i1, None])  # (..., bq, bk)
+            ds = p * (do_i @ v_j.transpose(-2, -1) - Dg[..., i0:i1].flatten(-2, -1)[..., None])  # (..., G, R·bq, bk)
             # -- dQ += dS K * scale;  dK += dS^T Q * scale (q_i carries the scale)
-            dq[..., i0:i1, :] += ds @ k_j * scale
+            dq[..., i0:i1, :] += (ds @ k_j * scale).unflatten(-2, (R, bq))  # (..., G, R, bq, D)
             dk_j += ds.transpose(-2, -1) @ q_i
         dk[..., j0:j1, :], dv[..., j0:j1, :] = dk_j, dv_j
-    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+    return dq.flatten(-4, -3).to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
 
 # %% ../nbs/10_flash_attention.ipynb #dcfac0e8
 class FlashAttentionFunction(torch.autograd.Function):
@@ -166,16 +189,16 @@ class FlashAttentionFunction(torch.autograd.Function):
         q, k, v, o, lse = ctx.saved_tensors
         return *flash_backward(do, q, k, v, o, lse, ctx.mask, *ctx.args), None, None, None, None, None
 
-def flash_attention(q: torch.Tensor, # queries (..., Lq, D)
-                    k: torch.Tensor, # keys (..., Lk, D)
-                    v: torch.Tensor, # values (..., Lk, Dv)
+def flash_attention(q: torch.Tensor, # queries (..., H, Lq, D)
+                    k: torch.Tensor, # keys (..., G, Lk, D); G divides H, query head h reads key head h // (H/G)
+                    v: torch.Tensor, # values (..., G, Lk, Dv)
                     is_causal: bool=False, # query i attends keys j <= i (top-left, like torch)
                     scale: float|None=None, # multiplies the scores; default 1/sqrt(D)
                     block_q: int=64, # query rows per tile
                     block_k: int=64, # key rows per tile
-                    mask: torch.Tensor|None=None, # bool (True = may attend) or float (added, no gradient), broadcastable to (..., Lq, Lk)
+                    mask: torch.Tensor|None=None, # bool (True = may attend) or float (added, no gradient), broadcastable to (..., H, Lq, Lk)
                    ) -> torch.Tensor:
-    "Exact softmax(q k^T * scale + mask) v, computed tile by tile with O(N) extra memory; differentiable."
+    "Exact softmax(q kᵀ · scale + mask) v, tile by tile with O(N) extra memory; k, v may have fewer heads than q; differentiable."
     mask = check_flash_inputs(q, k, v, mask, is_causal, block_q, block_k)
     return FlashAttentionFunction.apply(q, k, v, mask, is_causal, scale, block_q, block_k)
 
@@ -183,7 +206,7 @@ def flash_attention(q: torch.Tensor, # queries (..., Lq, D)
 BACKEND_BLOCK = 128  # tile edge of the "flash" backend: on a CPU, 64 spends most of its time in per-tile overhead
 
 def flash_supports(q, k, v, mask, is_causal, dropout_p):
-    "Whether the flash backend runs these inputs: no dropout and no mask that needs a gradient."
+    "Whether the flash backend runs these inputs: no dropout, no mask that needs a gradient; any G key/value heads dividing H."
     return dropout_p == 0 and not getattr(mask, "requires_grad", False)
 
 def flash_backend(q, k, v, mask=None, is_causal=False, scale=None, dropout_p=0.0):

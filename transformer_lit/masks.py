@@ -91,7 +91,7 @@ def from_torch_masks(attn_mask:Tensor|None=None, # torch's attn_mask: bool (True
                      key_padding_mask:Tensor|None=None, # torch's key_padding_mask: bool (True = pad) or float, (B, Lk)
                      n_heads:int|None=None, # H, needed to unfold a 3-D attn_mask
                     ) -> Tensor|None: # our mask (True = may attend, or float added), broadcastable to (B, H, Lq, Lk)
-    "Convert the masks of `nn.MultiheadAttention` / `nn.Transformer*Layer` to this course's convention."
+    "Convert the masks of `nn.MultiheadAttention` and of the `nn.Transformer` layers to this course's convention."
     a = p = None
     for name, m in (("attn_mask", attn_mask), ("key_padding_mask", key_padding_mask)):
         if m is not None and not isinstance(m, Tensor): raise TypeError(f"{name} must be a torch.Tensor or None, got {type(m).__name__}")

@@ -11,7 +11,7 @@ from .attention import check_dropout, check_int
 from .multihead import MultiHeadAttention
 
 # %% auto #0
-__all__ = ['layer_norm', 'LayerNorm', 'rms_norm', 'RMSNorm', 'Residual', 'TinyEncoder', 'ffn_grad_norms']
+__all__ = ['layer_norm', 'LayerNorm', 'rms_norm', 'RMSNorm', 'Residual']
 
 # %% ../nbs/03_residual_norm.ipynb #befbc92c
 def _check_eps(eps):

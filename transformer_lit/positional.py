@@ -43,7 +43,7 @@ def sinusoidal_encoding(n_positions:int, # number of positions 0 .. n_positions-
 def rotation_matrix(m:float, # position (any real; negative rotates backwards)
                     d:int, # even dimension
                     base:float=10000.0)->Tensor: # (d, d) float64, block-diagonal
-    "R(m): block-diagonal 2x2 rotations by m*theta_i, in the paired (interleaved) layout of RoFormer."
+    "R(m): block-diagonal 2x2 rotations by m·theta_i, in the paired (interleaved) layout of RoFormer."
     ang = m * sinusoidal_frequencies(d, base)                                # (d/2,)
     c, s = ang.cos(), ang.sin()
     blocks = torch.stack([torch.stack([c, -s], -1), torch.stack([s, c], -1)], -2)  # (d/2, 2, 2)
@@ -101,7 +101,7 @@ def rotate_interleaved(x:Tensor)->Tensor:
 def apply_rotary(x:Tensor, # (..., T, D)
                  cos:Tensor, sin:Tensor, # broadcastable to x: each pair's angle on both of its dimensions
                  interleaved:bool=False)->Tensor: # (..., T, D)
-    "R(m) x computed as x*cos + rot(x)*sin."
+    "R(m) x computed as x·cos + rot(x)·sin."
     rot = rotate_interleaved if interleaved else rotate_half
     return x * cos + rot(x) * sin
 
@@ -167,7 +167,7 @@ def alibi_slopes(n_heads:int, dtype=torch.float32, device=None)->Tensor: # (n_he
 def alibi_bias(n_heads:int, q_len:int, k_len:int=None, # k_len defaults to q_len
                causal:bool=False, # True: also put -inf above the (bottom-right aligned) diagonal
                dtype=torch.float32, device=None)->Tensor: # (n_heads, q_len, k_len) float, added to the scores
-    "-m_h * |i' - j| with i' = i + k_len - q_len (queries aligned to the end of the keys)."
+    "The bias -m_h·|i' - j| with i' = i + k_len - q_len (queries aligned to the end of the keys)."
     k_len = q_len if k_len is None else k_len
     check_int('q_len', q_len); check_int('k_len', k_len)
     i = torch.arange(q_len, dtype=torch.float64)[:, None] + (k_len - q_len)   # (Lq, 1) absolute query positions

@@ -1,0 +1,80 @@
+"""What `pip install transformer_lit` brings, and what importing the library pulls in.
+
+The library's modules need torch, numpy, safetensors and tqdm only; the course's tools (JupyterLab,
+ipywidgets, matplotlib, nbdev) come with the `[lab]` extra, the checks with `[dev]`."""
+import ast
+import configparser
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "transformer_lit"
+CFG = configparser.ConfigParser(delimiters=["="])
+CFG.read(ROOT / "settings.ini")
+COURSE_MODULES = {"viz", "widgets"}              # course apparatus: plots and widgets, needs the [lab] extra
+LIBRARY_MODULES = sorted(p.stem for p in PKG.glob("*.py") if not p.stem.startswith("_") and p.stem not in COURSE_MODULES)
+RUNTIME = {"torch", "numpy", "tqdm", "safetensors"}
+OPTIONAL_LAZY = {"triton", "matplotlib"}         # imported inside functions only: the Triton kernel, benchmark plots
+HEAVY = ("matplotlib", "ipywidgets", "IPython", "ipykernel", "jupyter_client", "PIL")
+
+
+def requirement_names(key):
+    return {re.split(r"[<>=!;\[ ]", r, maxsplit=1)[0].lower() for r in shlex.split(CFG["DEFAULT"].get(key, ""))}
+
+
+def third_party_imports(path, top_level_only):
+    "Top-level names of the non-stdlib, non-relative modules a file imports (at module level, or anywhere)."
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    names = set()
+    for n in nodes:
+        if isinstance(n, ast.Import): names |= {a.name.split(".")[0] for a in n.names}
+        elif isinstance(n, ast.ImportFrom) and not n.level and n.module: names.add(n.module.split(".")[0])
+    return {n for n in names if n not in sys.stdlib_module_names and n not in ("__future__", "transformer_lit")}
+
+
+def test_runtime_requirements_are_what_the_library_imports():
+    assert requirement_names("requirements") == RUNTIME
+    top = set().union(*(third_party_imports(PKG / f"{m}.py", True) for m in LIBRARY_MODULES))
+    anywhere = set().union(*(third_party_imports(PKG / f"{m}.py", False) for m in LIBRARY_MODULES))
+    assert top <= RUNTIME | {"triton"}, top - RUNTIME           # triton: flash_triton guards its import
+    assert anywhere <= RUNTIME | OPTIONAL_LAZY, anywhere - RUNTIME - OPTIONAL_LAZY
+
+
+def test_course_tools_are_extras():
+    lab, dev = requirement_names("lab_requirements"), requirement_names("dev_requirements")
+    assert {"jupyterlab", "ipywidgets", "matplotlib", "nbdev", "ipykernel"} <= lab
+    assert {"pytest", "hypothesis", "playwright", "transformers"} <= dev
+    assert not (lab | dev) & RUNTIME
+    setup = (ROOT / "setup.py").read_text()
+    assert "'lab': lab_requirements" in setup and "'dev': dev_requirements" in setup
+    assert '-e ".[lab,dev]"' in (ROOT / "Makefile").read_text()
+
+
+def test_metadata_of_a_built_wheel(tmp_path):
+    "The wheel's metadata: the four runtime requirements unconditionally, everything else behind an extra."
+    import zipfile
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
+                   check=True, capture_output=True)
+    whl, = tmp_path.glob("transformer_lit-*.whl")
+    meta = next(zipfile.ZipFile(whl).read(n).decode() for n in zipfile.ZipFile(whl).namelist() if n.endswith("METADATA"))
+    reqs = [l.split(":", 1)[1].strip() for l in meta.splitlines() if l.startswith("Requires-Dist:")]
+    plain = {re.split(r"[<>=!; ]", r, maxsplit=1)[0].lower() for r in reqs if "extra ==" not in r}
+    assert plain == RUNTIME, plain
+    extras = {l.split(":", 1)[1].strip() for l in meta.splitlines() if l.startswith("Provides-Extra:")}
+    assert extras == {"lab", "dev"}
+
+
+@pytest.mark.parametrize("mod", ["attention", "multihead", "model", "flash"] + [m for m in LIBRARY_MODULES
+                                 if m not in ("attention", "multihead", "model", "flash", "flash_triton")])
+def test_importing_the_library_pulls_no_plotting_or_widgets(mod):
+    "In a fresh interpreter: importing a library module loads none of matplotlib, ipywidgets, IPython, Jupyter."
+    code = f"import sys, json, transformer_lit.{mod}; print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == [], f"import transformer_lit.{mod} loaded {out}"
