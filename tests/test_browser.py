@@ -81,6 +81,7 @@ def lab(tmp_path_factory):
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
+        cell["metadata"].pop("jupyter", None)   # solutions expanded: every code cell shows its prompt
     (root / RUN_NOTEBOOK).write_text(json.dumps(nb))
     # -- user settings of the test only: attach every cell to the DOM (the default windowing may leave
     #    off-screen cells out). News and update checks are off through tools/lab/overrides.json, as in `make lab`.
@@ -289,6 +290,10 @@ def test_explorer_in_jupyterlab(lab):
             after_png = img.screenshot()
             assert after_png != before_png                    # a different picture on screen
             assert "1024" in page.locator(".scaling-explorer-dk .widget-readout").inner_text()
+            # -- every slider label of the explorer shows in full ("temperature" was cut to "temperat…")
+            cut = page.eval_on_selector_all(".jp-Notebook .widget-slider .widget-label",
+                                            "els => els.filter(e => e.scrollWidth > e.clientWidth).map(e => e.textContent)")
+            assert cut == [], f"labels cut off: {cut}"
             assert errors(page) == []
             phase("slider moved, picture changed")
             print(f"seconds since the server was up: {phases}")
