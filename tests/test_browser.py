@@ -66,22 +66,26 @@ def api(base, token, path, method="GET"):
 def lab(tmp_path_factory):
     """A JupyterLab server started the way `make lab` starts it, on a temporary copy of the course's layout.
 
-    work/settings.ini and work/nbs/ (never the repository's nbs/): 02_scaling.ipynb exactly as committed
+    a git repository work/repo with settings.ini, .gitignore and nbs/ (never the repository's nbs/): 02_scaling.ipynb exactly as committed
     (to open and save) and RUN_NOTEBOOK, the same notebook without outputs or prompt numbers (to run, so
-    every number and picture seen comes from this run). The server runs from work/nbs with the
+    every number and picture seen comes from this run). The server runs from work/repo/nbs with the
     repository's tools/lab configuration (its save hook, its settings overrides), after `jupyter trust`.
-    Yields (base_url, token, log_path, work). Always shut down."""
+    Yields (base_url, token, log_path, repo). Always shut down."""
     require_browser()
     work = tmp_path_factory.mktemp("lab")
-    root = work / "nbs"
-    root.mkdir()
-    (work / "settings.ini").write_bytes((ROOT / "settings.ini").read_bytes())   # nbdev's hook reads the cleaning options
+    repo = work / "repo"                       # a git repository with the course's layout: settings.ini, .gitignore, nbs/
+    root = repo / "nbs"
+    root.mkdir(parents=True)
+    for name in ("settings.ini", ".gitignore"):  # nbdev's cleaning options; what git ignores
+        (repo / name).write_bytes((ROOT / name).read_bytes())
     (root / NOTEBOOK).write_bytes((ROOT / "nbs" / NOTEBOOK).read_bytes())
     nb = json.loads((ROOT / "nbs" / NOTEBOOK).read_text())
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
+        cell["metadata"].pop("jupyter", None)   # solutions expanded: every code cell shows its prompt
     (root / RUN_NOTEBOOK).write_text(json.dumps(nb))
+    git(repo, "init", "-q"); git(repo, "add", "-A"); git(repo, "commit", "-q", "-m", "as committed")
     # -- user settings of the test only: attach every cell to the DOM (the default windowing may leave
     #    off-screen cells out). News and update checks are off through tools/lab/overrides.json, as in `make lab`.
     settings = work / "settings"
@@ -120,7 +124,7 @@ def lab(tmp_path_factory):
             if time.monotonic() > deadline:
                 pytest.fail(f"JupyterLab did not answer within 60 s:\n{log_path.read_text(errors='replace')[-3000:]}")
             time.sleep(0.3)
-        yield base, token, log_path, work
+        yield base, token, log_path, repo
     finally:
         # -- shut down: the API stops the kernels and the server; then make sure the process is gone
         try:
@@ -137,6 +141,12 @@ def lab(tmp_path_factory):
                 proc.kill()
                 proc.wait(timeout=10)
         log.close()
+
+
+def git(repo, *args):
+    "Run git in `repo` (a throwaway identity for its one commit); returns stdout."
+    return subprocess.run(["git", "-c", "user.name=test", "-c", "user.email=test@localhost", *args], cwd=repo,
+                          check=True, capture_output=True, text=True).stdout
 
 
 def log_problems(log_path):
@@ -182,8 +192,8 @@ def test_open_and_save_leave_the_notebook_unchanged(lab):
     """A learner opens chapter 02 and saves it without changing anything: the file stays byte for byte what git has,
     the save hook runs without a traceback, and before any cell runs the explorer is the working player."""
     from playwright.sync_api import sync_playwright
-    base, token, log_path, work = lab
-    path = work / "nbs" / NOTEBOOK
+    base, token, log_path, repo = lab
+    path = repo / "nbs" / NOTEBOOK
     committed = path.read_bytes()
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
@@ -221,11 +231,12 @@ def test_open_and_save_leave_the_notebook_unchanged(lab):
         import difflib
         diff = "\n".join(list(difflib.unified_diff(committed.decode().splitlines(), saved.decode().splitlines(), lineterm="", n=1))[:40])
         raise AssertionError(f"opening and saving changed the notebook:\n{diff}")
+    assert git(repo, "status", "--porcelain") == ""                    # nothing new either (no nbs/.last_checked)
 
 
 def test_explorer_in_jupyterlab(lab):
     from playwright.sync_api import sync_playwright
-    base, token, log_path, work = lab
+    base, token, log_path, repo = lab
     t0, phases = time.monotonic(), {}
 
     def phase(name):
@@ -289,6 +300,10 @@ def test_explorer_in_jupyterlab(lab):
             after_png = img.screenshot()
             assert after_png != before_png                    # a different picture on screen
             assert "1024" in page.locator(".scaling-explorer-dk .widget-readout").inner_text()
+            # -- every slider label of the explorer shows in full ("temperature" was cut to "temperat…")
+            cut = page.eval_on_selector_all(".jp-Notebook .widget-slider .widget-label",
+                                            "els => els.filter(e => e.scrollWidth > e.clientWidth).map(e => e.textContent)")
+            assert cut == [], f"labels cut off: {cut}"
             assert errors(page) == []
             phase("slider moved, picture changed")
             print(f"seconds since the server was up: {phases}")
@@ -412,3 +427,34 @@ def test_chapter_02_player_saved_in_the_notebook(tmp_path):
     controls = {"d_k": DK_GRID, "scaled": (False, True), "temperature": TAU_GRID}
     moves = drive_player(html_text, controls, expected, tmp_path, start={"d_k": 64, "scaled": True, "temperature": 1.0})
     assert moves == len(DK_GRID) + 2 + len(TAU_GRID)
+
+
+def test_save_hook_cleans_whatever_the_working_directory(tmp_path, monkeypatch):
+    "tools/lab's pre-save hook, without a browser: it finds the file from the server's root, cleans, keeps trust flags."
+    from traitlets.config import Config
+    from jupyter_server.services.contents.filemanager import FileContentsManager
+    c = Config()
+    namespace = {"get_config": lambda: c}
+    exec(compile((LAB / "jupyter_server_config.py").read_text(), "jupyter_server_config.py", "exec"), namespace)
+    hook = c.FileContentsManager.pre_save_hook
+    repo = tmp_path / "repo"
+    (repo / "nbs").mkdir(parents=True)
+    (repo / "settings.ini").write_bytes((ROOT / "settings.ini").read_bytes())
+    (repo / "nbs" / "x.ipynb").write_text("{}")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)                    # the server's working directory is not its root
+    cell = {"cell_type": "code", "execution_count": 3, "id": "a1", "source": "1",
+            "metadata": {"trusted": True, "collapsed": False, "jupyter": {"source_hidden": True}},
+            "outputs": [{"output_type": "execute_result", "execution_count": 3, "metadata": {},
+                         "data": {"text/plain": "<object at 0x7f00aa>"}}]}
+    model = {"type": "notebook", "content": {"nbformat": 4, "nbformat_minor": 5, "cells": [cell],
+             "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+                          "language_info": {"name": "python"}, "widgets": {"state": {}}}}}
+    hook(model=model, path="x.ipynb", contents_manager=FileContentsManager(root_dir=str(repo / "nbs")))
+    content = model["content"]
+    assert "language_info" not in content["metadata"] and content["metadata"]["kernelspec"]["display_name"] == "python3"
+    assert cell["execution_count"] is None and cell["outputs"][0]["execution_count"] is None
+    assert cell["metadata"] == {"trusted": True, "jupyter": {"source_hidden": True}}   # allowed keys and the trust flag
+    assert cell["outputs"][0]["data"]["text/plain"] == "<object>"                       # clean_ids
+    assert not (repo / "nbs" / ".last_checked").exists()

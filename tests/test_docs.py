@@ -309,3 +309,15 @@ def test_exercise_solutions_are_hidden_and_collapsed(nb):
             problems = ['not collapsed'] if not meta.get('source_hidden') else []
         if problems: offenders.append(f"  cell {c.get('id')} ({first[:50]!r}): {', '.join(problems)}")
     assert not offenders, f"{nb.name}: solution cells shown on the site or open in JupyterLab:\n" + '\n'.join(offenders)
+
+PAGE_BUDGET_MIB = 3.0   # a page's saved outputs (pictures, the frame players' HTML): a few MB at most
+
+@pytest.mark.parametrize('nb', NOTEBOOKS, ids=lambda p: p.name)
+def test_page_weight(nb):
+    "What a notebook's saved outputs add to its page (chapter 02's kernel-free explorer is the largest, about 1.7 MiB)."
+    size = 0
+    for c in nbformat.read(nb, as_version=4).cells:
+        for o in c.get('outputs', []):
+            size += sum(len(v if isinstance(v, str) else json.dumps(v)) for v in o.get('data', {}).values())
+            size += len(o.get('text', ''))
+    assert size / 2**20 < PAGE_BUDGET_MIB, f"{nb.name}: {size / 2**20:.2f} MiB of outputs, budget {PAGE_BUDGET_MIB} MiB"

@@ -285,3 +285,11 @@ def test_xiong_post_ln_ratio_exceeds_pre_ln(n_layers):
     post, pre = _profile(n_layers, False), _profile(n_layers, True)
     assert post[-1] / post[0] > pre[-1] / pre[0]
     assert post[-1] > pre[-1]
+
+
+def test_testbed_is_not_public_api():
+    "TinyEncoder and ffn_grad_norms are chapter 03's testbed: importable, but not among norm's public names."
+    from transformer_lit import norm
+    assert {"LayerNorm", "RMSNorm", "Residual"} <= set(norm.__all__)
+    assert not {"TinyEncoder", "ffn_grad_norms"} & set(norm.__all__)
+    assert callable(norm.TinyEncoder) and callable(norm.ffn_grad_norms)

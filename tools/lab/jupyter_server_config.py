@@ -2,30 +2,47 @@
 # `--config=tools/lab/jupyter_server_config.py` (this file, instead of the user's own server config)
 # and `--LabApp.app_settings_dir=tools/lab` (overrides.json: no news pop-up, no update check,
 # no widget state saved into the notebooks).
+from pathlib import Path
+
 c = get_config()  # noqa: F821 (Jupyter provides get_config when it loads this file)
 
 
 def nbdev_clean_jupyter(model=None, path=None, contents_manager=None, **kwargs):
-    """nbdev's pre-save hook, given the notebook's file on disk.
+    """nbdev's pre-save hook, given the notebook's file on disk: the notebook is saved as `nbdev_clean` writes it.
 
-    Jupyter passes `path` relative to the server's root directory, and nbdev's own hook resolves it
-    against the working directory, which fails (FileNotFoundError) whenever the two differ. This
-    hook turns it into the file's absolute path first, then cleans the notebook as `nbdev_clean`
-    does (the options in settings.ini).
+    nbdev's own hook resolves `path`, which Jupyter gives relative to the server's root directory,
+    against the working directory, and fails (FileNotFoundError) whenever the two differ; it also
+    signs the file as it was before the save and leaves an `nbs/.last_checked` file behind (and nbdev
+    reads settings.ini from the working directory up, whatever the path). This hook finds settings.ini
+    above the file's absolute path and cleans the model with nbdev's `clean_nb` and those settings,
+    nothing else.
 
     Cleaning drops every cell metadata key but the allowed ones, the front end's per-cell `trusted`
-    flags among them; the server then finds cells with HTML outputs untrusted, logs "Notebook ... is
-    not trusted" and leaves the saved notebook unsigned (its HTML, the kernel-free explorer, would not
-    run on the next open). The flags are put back after cleaning; the server strips them from the file."""
+    flags among them; the server would then find cells with HTML outputs untrusted, log "Notebook ...
+    is not trusted" and leave the saved notebook unsigned (its HTML, the kernel-free explorer, would
+    not run on the next open). The flags are put back after cleaning; the server strips them from the file."""
+    if not model or model.get("type") != "notebook" or model["content"].get("nbformat") != 4:
+        return
     try:
-        from nbdev.clean import clean_jupyter
+        from fastcore.foundation import Config
+        from nbdev.clean import clean_nb
+        from nbdev.config import _apply_defaults, _types
     except ModuleNotFoundError:
         return
     if contents_manager is not None and path is not None:
         path = contents_manager._get_os_path(path)
-    cells = (model or {}).get("content", {}).get("cells", []) if (model or {}).get("type") == "notebook" else []
+    # -- the settings.ini above the notebook (nbdev's get_config searches from the working directory only),
+    #    read afresh on every save so that edits to it apply without restarting the server
+    found = [d for d in Path(path).resolve().parents if (d / "settings.ini").exists()]
+    if not found:
+        return
+    cfg = _apply_defaults(Config(found[0], "settings.ini", types=_types))
+    if not cfg.jupyter_hooks:
+        return
+    cells = model["content"].get("cells", [])
     trusted = [cell.get("metadata", {}).get("trusted") for cell in cells]
-    clean_jupyter(path=path, model=model, **kwargs)
+    clean_nb(model["content"], cfg.clear_all, cfg.get("allowed_metadata_keys", "").split(),
+             cfg.get("allowed_cell_metadata_keys", "").split(), cfg.clean_ids)
     for cell, flag in zip(cells, trusted):
         if flag is not None:
             cell.setdefault("metadata", {})["trusted"] = flag
