@@ -14,12 +14,14 @@ from .attention import check_backend, check_dropout, check_int
 from .multihead import CrossKVCache, KVCache
 from .blocks import BLOCK_ACTIVATIONS, NORMS, DecoderBlock, DecoderOnlyBlock, EncoderBlock, make_norm
 from .masks import causal_mask
-from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEmbedding, alibi_bias
+from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEmbedding, alibi_bias, sinusoidal_encoding
 
 # %% auto #0
 __all__ = ['POSITIONALS', 'PARAMETER_GROUPS', 'TransformerConfig', 'count_parameters', 'check_tokens', 'TokenEmbedding',
-           'Positions', 'DecoderCache', 'DecoderOnlyLM', 'unembed', 'lm_loss', 'TransformerStack', 'Transformer',
-           'parameter_breakdown', 'sample_next']
+           'Positions', 'DecoderCache', 'check_attention_mask', 'DecoderOnlyLM', 'unembed', 'lm_loss',
+           'TransformerStack', 'Transformer', 'parameter_breakdown', 'check_logits', 'check_sampling',
+           'temperature_filter', 'top_k_filter', 'top_p_filter', 'min_p_filter', 'filter_logits', 'sample_next',
+           'stop_setup', 'left_padding_mask', 'gnmt_penalty', 'check_beam', 'beam_search']
 
 # %% ../nbs/08_transformer.ipynb #f4646063
 POSITIONALS = ("sinusoidal", "learned", "rope", "alibi", "none")   # where positions enter: see `Positions`
@@ -190,9 +192,16 @@ class Positions(nn.Module):
             raise ValueError(f"{what} must be <= max_len={self.max_len} (positions 0..max_len-1)")
 
     def forward(self, x: Tensor, # token embeddings (B, T, d_model) of positions offset .. offset+T-1
-                offset: int=0) -> Tensor: # (B, T, d_model)
+                offset: int=0, # the position of x[:, 0] when `positions` is None
+                positions: Tensor|None=None, # per-row integer positions (B, T), e.g. 0 at each left-padded row's first real token
+               ) -> Tensor: # (B, T, d_model)
         "Add absolute positions (sinusoidal or learned); the other kinds act inside attention."
-        return x if self.absolute is None else self.absolute(x, offset)
+        if self.absolute is None: return x
+        if positions is None: return self.absolute(x, offset)
+        n = int(positions.max()) + 1
+        table = (sinusoidal_encoding(n, self.config.d_model, self.absolute.base, x.dtype, x.device) if self.kind == "sinusoidal"
+                 else self.absolute.weight[:n].to(x.dtype))                  # (n, d_model)
+        return x + table[positions]                                           # (B, T, d_model): row b at positions[b]
 
     def bias(self, q_len: int, k_len: int, x: Tensor) -> Tensor|None:
         "ALiBi's float bias (1, H, Lq, Lk), queries aligned to the last keys; None for the other kinds."
@@ -210,6 +219,21 @@ class DecoderCache:
     def nbytes(self) -> int:
         "Bytes held by all cached keys and values: 2 x layers x B x G x T x D elements, G/H of a multi-head cache."
         return sum(t.numel() * t.element_size() for c in self.layers + self.cross if c.k is not None for t in (c.k, c.v))
+    def reorder(self, rows: Tensor): # (N,) long: new row i continues old row rows[i]
+        "Select cached rows in place (beam search: each beam continues its parent's keys and values)."
+        for c in self.layers + self.cross:
+            if c.k is not None: c.k, c.v = c.k[rows], c.v[rows]                 # (N, G, T, D)
+
+def check_attention_mask(attention_mask, # bool or 0/1 integers, True on real tokens
+                         shape: tuple, # the expected (B, past + T)
+                        ) -> Tensor: # bool (B, past + T)
+    "Raise a `ValueError` unless `attention_mask` is a bool or 0/1 integer tensor of `shape`; return it as bool."
+    if not isinstance(attention_mask, Tensor) or attention_mask.is_floating_point() or tuple(attention_mask.shape) != tuple(shape):
+        raise ValueError(f"attention_mask must be a bool or 0/1 integer tensor of shape {tuple(shape)} (B, cached + new tokens), got "
+                         f"{tuple(attention_mask.shape) if isinstance(attention_mask, Tensor) else type(attention_mask).__name__}")
+    if attention_mask.dtype != torch.bool and not ((attention_mask == 0) | (attention_mask == 1)).all():
+        raise ValueError("attention_mask must hold only 0 and 1 (or False and True)")
+    return attention_mask.bool()
 
 def _check_cache(cache, n_layers):
     if cache is None: return 0
@@ -240,16 +264,26 @@ class DecoderOnlyLM(nn.Module):
     def forward(self, idx: Tensor, # (B, T) token ids
                 targets: Tensor|None=None, # (B, T) next-token ids; -100 = ignore (e.g. padding)
                 cache: DecoderCache|None=None, # earlier tokens' keys/values; appended to in place
+                *, attention_mask: Tensor|None=None, # bool or 0/1 (B, past + T), False on padding; covers the cached tokens too
                ): # logits (B, T, V), or (logits, mean cross-entropy loss) when targets are given
         "Next-token logits for every position (and the loss when `targets` is given)."
         past = _check_cache(cache, len(self.blocks))
         check_tokens(idx, self.config.vocab_size)
         T, c = idx.shape[1], self.config
-        self.pos.check_length(T, past)
-        x = self.drop(self.pos(self.tok(idx), offset=past))             # (B, T, d_model): the residual stream
-        bias = self.pos.bias(T, past + T, x)                             # ALiBi (1, H, T, past+T) or None
+        mask, causal, positions = None, True, None
+        if attention_mask is None: self.pos.check_length(T, past)
+        else:
+            keep = check_attention_mask(attention_mask, (idx.shape[0], past + T))         # (B, past+T) bool
+            n_real = int(keep.sum(-1).max())
+            if n_real > c.max_len: raise ValueError(f"attention_mask holds {n_real} real tokens in a row; it must be <= max_len={c.max_len}")
+            positions = (keep.long().cumsum(-1) - 1).clamp(min=0)[:, past:]                 # (B, T): 0 at a row's first real token
+            mask = causal_mask(T, past + T, "bottom-right", idx.device) & keep[:, None, None, :]   # (B, 1, T, past+T)
+            causal = False
+        x = self.drop(self.pos(self.tok(idx), offset=past, positions=positions))   # (B, T, d_model): the residual stream
+        bias = self.pos.bias(T, past + T, x)                             # ALiBi (1, H, T, past+T) or None: relative, padding-blind
         for i, block in enumerate(self.blocks):
-            x = block(x, is_causal=True, attn_bias=bias, cache=None if cache is None else cache.layers[i])
+            x = block(x, mask=mask, is_causal=causal, attn_bias=bias, positions=positions,
+                      cache=None if cache is None else cache.layers[i])
         logits = unembed(self.lm_head, self.norm(x), c.output_scale)     # (B, T, V)
         if targets is None: return logits
         return logits, lm_loss(logits, targets)
@@ -428,48 +462,167 @@ def parameter_breakdown(model: nn.Module, # a `Transformer` or `DecoderOnlyLM` (
     return groups
 
 # %% ../nbs/08_transformer.ipynb #00e25903
+def check_logits(logits, # next-token scores (B, V)
+                 name: str="logits", # the argument's name, for the message
+                ):
+    "Raise a `TypeError`/`ValueError` unless `logits` is a floating (B, V) tensor whose rows hold no NaN, no +inf and at least one finite score."
+    if not isinstance(logits, Tensor) or not logits.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point torch.Tensor (B, V), got "
+                        f"{logits.dtype if isinstance(logits, Tensor) else type(logits).__name__}")
+    if logits.dim() != 2 or logits.shape[-1] == 0: raise ValueError(f"{name}.shape={tuple(logits.shape)} must be (B, V) with V >= 1")
+    for bad, rule in ((logits.isnan().any(-1), "contains NaN; every score must be a number or -inf"),
+                      ((logits == math.inf).any(-1), "contains +inf; every score must be finite or -inf"),
+                      (~logits.isfinite().any(-1), "is all -inf; at least one token must have a finite score")):
+        if bad.any(): raise ValueError(f"{name} row {int(bad.nonzero()[0, 0])} {rule}")
+
+def _is_number(x): return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+def check_sampling(temperature=1.0, top_k=None, top_p=None, min_p=None, vocab_size=None):
+    "Raise a `ValueError` naming the first argument outside its range: temperature > 0, top_k in [1, V], top_p in (0, 1], min_p in [0, 1)."
+    if not _is_number(temperature) or not 0 < temperature < math.inf:
+        raise ValueError(f"temperature={temperature!r} must be a finite number > 0 (use greedy=True for the argmax)")
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1 or (vocab_size and top_k > vocab_size)):
+        raise ValueError(f"top_k={top_k!r} must be None or an int in [1, vocab_size={vocab_size or 'V'}]")
+    if top_p is not None and (not _is_number(top_p) or not 0 < top_p <= 1):
+        raise ValueError(f"top_p={top_p!r} must be None or a number in (0, 1]")
+    if min_p is not None and (not _is_number(min_p) or not 0 <= min_p < 1):
+        raise ValueError(f"min_p={min_p!r} must be None or a number in [0, 1)")
+
+
+# %% ../nbs/08_transformer.ipynb #a1e2d3cd
+def _up(logits): return logits.to(torch.promote_types(logits.dtype, torch.float32))   # softmax in >= float32
+
+def temperature_filter(logits: Tensor, # (B, V)
+                       temperature: float, # τ > 0
+                      ) -> Tensor: # (B, V) in at least float32
+    "logits / τ: τ < 1 sharpens the distribution, τ > 1 flattens it."
+    check_sampling(temperature=temperature)
+    return _up(logits) / temperature
+
+def top_k_filter(logits: Tensor, # (B, V)
+                 k: int, # keep the k largest scores of each row (ties with the k-th too)
+                ) -> Tensor: # (B, V), the others -inf
+    "Set every score below the k-th largest of its row to -inf."
+    check_sampling(top_k=k, vocab_size=logits.shape[-1])
+    kth = logits.topk(k, dim=-1).values[..., -1:]                       # (B, 1): the k-th largest
+    return logits.masked_fill(logits < kth, -math.inf)
+
+def top_p_filter(logits: Tensor, # (B, V)
+                 p: float, # the nucleus' probability mass, in (0, 1]
+                ) -> Tensor: # (B, V), the others -inf
+    "Keep the smallest set of most likely tokens whose probabilities sum to at least p (nucleus sampling)."
+    check_sampling(top_p=p)
+    z, order = _up(logits).sort(-1)                                     # (B, V), least likely first
+    below = z.softmax(-1).cumsum(-1)                                    # mass of this token and all less likely
+    drop = below <= 1 - p                                               # the rest still holds >= p without it
+    drop[..., -1] = False                                               # the most likely token always stays
+    return logits.masked_fill(drop.scatter(-1, order, drop), -math.inf)  # back to vocabulary order
+
+def min_p_filter(logits: Tensor, # (B, V)
+                 min_p: float, # in [0, 1): the fraction of the top probability a token needs
+                ) -> Tensor: # (B, V), the others -inf
+    "Keep the tokens whose probability is at least min_p times the most likely token's."
+    check_sampling(min_p=min_p)
+    probs = _up(logits).softmax(-1)                                     # (B, V)
+    drop = probs < min_p * probs.amax(-1, keepdim=True)
+    return logits.masked_fill(drop.scatter(-1, probs.argmax(-1, keepdim=True), False), -math.inf)
+
+def filter_logits(logits: Tensor, # (B, V) next-token scores
+                  temperature: float=1.0, top_k: int|None=None, top_p: float|None=None, min_p: float|None=None,
+                 ) -> Tensor: # (B, V) in at least float32; -inf on tokens that cannot be drawn
+    "Temperature, then top-k, top-p and min-p, in the order Hugging Face applies them; checks every argument first."
+    check_logits(logits); check_sampling(temperature, top_k, top_p, min_p, logits.shape[-1])
+    z = temperature_filter(logits, temperature)
+    if top_k is not None: z = top_k_filter(z, top_k)
+    if top_p is not None: z = top_p_filter(z, top_p)
+    if min_p is not None: z = min_p_filter(z, min_p)
+    return z
+
 def sample_next(logits: Tensor, # (B, V) scores for the next token
-                greedy: bool=False, # take the argmax (temperature and top_k are then ignored)
+                greedy: bool=False, # take the argmax (the filters are then ignored)
                 temperature: float=1.0, # divide the logits by this (> 0): < 1 sharper, > 1 flatter
                 top_k: int|None=None, # keep only the k largest logits (ties with the k-th are kept too)
                 generator: torch.Generator|None=None, # seeded generator for reproducible sampling
+                top_p: float|None=None, # keep the nucleus of mass top_p, in (0, 1]
+                min_p: float|None=None, # keep tokens with probability >= min_p x the top one, min_p in [0, 1)
                ) -> Tensor: # (B,) token ids
-    "Pick the next token: greedy, or sampled from softmax(logits / temperature) restricted to the top k."
-    if greedy: return logits.argmax(-1)
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 < temperature < math.inf:
-        raise ValueError(f"temperature={temperature!r} must be a finite number > 0 (use greedy=True for the argmax)")
-    V = logits.shape[-1]
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= V):
-        raise ValueError(f"top_k={top_k!r} must be None or an int in [1, vocab_size={V}]")
-    z = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature    # (B, V), softmax in >= float32
-    if top_k is not None:
-        kth = z.topk(top_k, dim=-1).values[..., -1:]                                  # (B, 1): the k-th largest
-        z = z.masked_fill(z < kth, float("-inf"))                                     # the rest can never be drawn
-    probs = z.softmax(-1)                                                             # (B, V)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)              # (B,)
+    "Pick the next token: the argmax, or a draw from softmax of the filtered logits (`filter_logits`)."
+    if greedy:
+        check_logits(logits)
+        return logits.argmax(-1)
+    probs = filter_logits(logits, temperature, top_k, top_p, min_p).softmax(-1)   # (B, V)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)            # (B,)
 
 # %% ../nbs/08_transformer.ipynb #f2d0417e
+def _check_id(name, value, vocab_size, allow_none=True):
+    "Raise a `ValueError` unless `value` is a token id in [0, vocab_size) (or None when allowed)."
+    if value is None and allow_none: return
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < vocab_size:
+        raise ValueError(f"{name}={value!r} must be {'None or ' if allow_none else ''}an int in [0, vocab_size={vocab_size})")
+
+def stop_setup(vocab_size: int, eos_id=None, stop_ids=None, pad_id=None, default_pad=None):
+    "Check the stop and pad ids; return (a list of stop ids, the pad id written after a stop)."
+    _check_id("eos_id", eos_id, vocab_size)
+    if stop_ids is not None and (isinstance(stop_ids, (int, str, Tensor)) or not hasattr(stop_ids, "__iter__")):
+        raise ValueError(f"stop_ids={stop_ids!r} must be None or a list of token ids")
+    stops = ([] if eos_id is None else [eos_id]) + list(stop_ids or [])
+    for s in stops[eos_id is not None:]: _check_id("stop_ids", s, vocab_size, allow_none=False)
+    _check_id("pad_id", pad_id, vocab_size)
+    pad = pad_id if pad_id is not None else default_pad if default_pad is not None else stops[0] if stops else None
+    return stops, pad
+
+def left_padding_mask(attention_mask, # bool or 0/1 (B, T): True on real tokens
+                      shape: tuple, # the ids' (B, T)
+                     ) -> Tensor: # bool (B, T)
+    "Check a left-padding mask: the prompt's shape, 0/1 values, each row False... then True... with at least one True."
+    if not isinstance(attention_mask, Tensor) or attention_mask.is_floating_point() or tuple(attention_mask.shape) != tuple(shape):
+        raise ValueError(f"attention_mask must be a bool or 0/1 integer tensor of shape {tuple(shape)}, got "
+                         f"{tuple(attention_mask.shape) if isinstance(attention_mask, Tensor) else type(attention_mask).__name__}")
+    if attention_mask.dtype != torch.bool and not ((attention_mask == 0) | (attention_mask == 1)).all():
+        raise ValueError("attention_mask must hold only 0 and 1 (or False and True)")
+    keep = attention_mask.bool()
+    if not keep[:, -1].all() or (keep[:, 1:].long() < keep[:, :-1].long()).any():
+        raise ValueError("attention_mask must be left-padded: in each row False (padding) first, then True up to the last column")
+    return keep
+
 @torch.no_grad()
-def _lm_generate(self, idx: Tensor, # (B, T0) prompt ids (same length in the batch)
-                 max_new_tokens: int, # tokens to add
+def _lm_generate(self, idx: Tensor, # (B, T0) prompt ids; rows of different lengths are left-padded (see attention_mask)
+                 max_new_tokens: int, # the most tokens to add
                  greedy: bool=False, temperature: float=1.0, top_k: int|None=None, # see `sample_next`
                  generator: torch.Generator|None=None, # seeded generator for sampling
                  use_cache: bool=True, # feed one new token per step with a `DecoderCache`, or re-run the whole prefix
-                ) -> Tensor: # (B, T0 + max_new_tokens)
-    "Extend `idx` token by token; with or without the KV cache the tokens are the same."
+                 *, top_p: float|None=None, min_p: float|None=None, # see `sample_next`
+                 attention_mask: Tensor|None=None, # bool (B, T0): False on the left padding of shorter prompts
+                 eos_id: int|None=None, stop_ids=None, # a row stops after any of these tokens
+                 pad_id: int|None=None, # written after a row's stop; default config.pad_id, else the first stop id
+                ) -> Tensor: # (B, T0 + n), n <= max_new_tokens: it ends early when every row has stopped
+    "Extend `idx` token by token; with or without the KV cache, and padded or alone, the tokens are the same."
     check_tokens(idx, self.config.vocab_size); check_int("max_new_tokens", max_new_tokens, minimum=0)
-    if idx.shape[1] + max_new_tokens > self.config.max_len:
-        raise ValueError(f"idx.shape[1]={idx.shape[1]} plus max_new_tokens={max_new_tokens} must be <= max_len={self.config.max_len}")
+    if not greedy: check_sampling(temperature, top_k, top_p, min_p, self.config.vocab_size)
+    stops, pad = stop_setup(self.config.vocab_size, eos_id, stop_ids, pad_id, self.config.pad_id)
+    keep = None if attention_mask is None else left_padding_mask(attention_mask, idx.shape)
+    longest = idx.shape[1] if keep is None else int(keep.sum(-1).max())
+    if longest + max_new_tokens > self.config.max_len:
+        raise ValueError(f"{'idx.shape[1]' if keep is None else 'the longest prompt'}={longest} plus "
+                         f"max_new_tokens={max_new_tokens} must be <= max_len={self.config.max_len}")
     cache = self.new_cache() if use_cache else None
+    stop_t = torch.tensor(stops, dtype=idx.dtype, device=idx.device)
+    done = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)   # (B,): rows that have stopped
     out, step_in = idx, idx                                              # step_in: what the next forward pass reads
     for _ in range(max_new_tokens):
-        logits = self(step_in if use_cache else out, cache=cache)[:, -1]  # (B, V): the last position's scores
-        nxt = sample_next(logits, greedy, temperature, top_k, generator)[:, None]  # (B, 1)
-        out = torch.cat([out, nxt], dim=1)                               # (B, T+1)
-        step_in = nxt
+        kw = {} if keep is None else dict(attention_mask=keep)
+        logits = self(step_in if use_cache else out, cache=cache, **kw)[:, -1]   # (B, V): the last position's scores
+        nxt = sample_next(logits, greedy, temperature, top_k, generator, top_p, min_p)     # (B,)
+        if stops: nxt = nxt.masked_fill(done, pad)                       # a stopped row only pads
+        out, step_in = torch.cat([out, nxt[:, None]], dim=1), nxt[:, None]   # (B, T+1), (B, 1)
+        if keep is not None: keep = torch.cat([keep, keep.new_ones(keep.shape[0], 1)], dim=1)  # (B, T+1)
+        if stops:
+            done = done | torch.isin(nxt, stop_t)
+            if done.all(): break
     return out
 
 DecoderOnlyLM.generate = _lm_generate
+
 
 # %% ../nbs/08_transformer.ipynb #4b63273e
 @torch.no_grad()
@@ -479,9 +632,14 @@ def _seq2seq_generate(self, src: Tensor, # (B, S) source ids
                       greedy: bool=False, temperature: float=1.0, top_k: int|None=None,
                       generator: torch.Generator|None=None, use_cache: bool=True,
                       src_keep: Tensor|None=None, # bool (B, S), True on real source tokens
-                     ) -> Tensor: # (B, 1 + max_new_tokens), starting with bos_id
+                      *, top_p: float|None=None, min_p: float|None=None, # see `sample_next`
+                      eos_id: int|None=None, stop_ids=None, # a row stops after any of these tokens
+                      pad_id: int|None=None, # written after a row's stop; default config.pad_id, else the first stop id
+                     ) -> Tensor: # (B, 1 + n), n <= max_new_tokens, starting with bos_id
     "Encode once, then decode token by token (with `use_cache`: cached self-attention and memory keys/values)."
     check_int("max_new_tokens", max_new_tokens, minimum=0)
+    if not greedy: check_sampling(temperature, top_k, top_p, min_p, self.config.vocab_size)
+    stops, pad = stop_setup(self.config.vocab_size, eos_id, stop_ids, pad_id, self.config.pad_id)
     if isinstance(bos_id, bool) or not isinstance(bos_id, int) or not 0 <= bos_id < self.config.vocab_size:
         raise ValueError(f"bos_id={bos_id!r} must be an int in [0, vocab_size={self.config.vocab_size})")
     if 1 + max_new_tokens > self.config.max_len:
@@ -489,11 +647,154 @@ def _seq2seq_generate(self, src: Tensor, # (B, S) source ids
     memory, memory_mask = self.encode(src, src_keep)
     out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)   # (B, 1)
     cache = self.new_cache() if use_cache else None
-    step_in = out
+    step_in, stop_t = out, torch.tensor(stops, dtype=torch.long, device=src.device)
+    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)            # (B,): rows that have stopped
     for _ in range(max_new_tokens):
         logits = self.decode(step_in if use_cache else out, memory, memory_mask, cache=cache)[:, -1]  # (B, V)
-        nxt = sample_next(logits, greedy, temperature, top_k, generator)[:, None]   # (B, 1)
-        out, step_in = torch.cat([out, nxt], dim=1), nxt                            # (B, t+1)
+        nxt = sample_next(logits, greedy, temperature, top_k, generator, top_p, min_p)  # (B,)
+        if stops: nxt = nxt.masked_fill(done, pad)                                  # a stopped row only pads
+        out, step_in = torch.cat([out, nxt[:, None]], dim=1), nxt[:, None]          # (B, t+1), (B, 1)
+        if stops:
+            done = done | torch.isin(nxt, stop_t)
+            if done.all(): break
     return out
 
 Transformer.generate = _seq2seq_generate
+
+# %% ../nbs/08_transformer.ipynb #682f89c6
+def gnmt_penalty(length: int|Tensor, # |Y|: generated tokens, the EOS included
+                   alpha: float=0.6, # α; 0 compares raw log-probabilities
+                  ):
+    "GNMT's length penalty lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016, eq. 14)."
+    return ((5 + length) / 6) ** alpha
+
+def check_beam(beam_size, alpha, early_stopping):
+    "Raise a `ValueError`/`TypeError` naming a bad beam size (an int >= 1), length penalty (a finite number) or early_stopping (a bool)."
+    if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
+        raise ValueError(f"beam_size={beam_size!r} must be an int >= 1")
+    if not _is_number(alpha) or not math.isfinite(alpha):
+        raise ValueError(f"length_penalty={alpha!r} must be a finite number (GNMT's α; 0 for none)")
+    if not isinstance(early_stopping, bool): raise TypeError(f"early_stopping={early_stopping!r} must be a bool")
+
+def beam_search(step, # step(tokens (N, t), parents (N,) or None) -> log-probabilities (N, V) of the next token
+                prefix: Tensor, # (B, T0) the tokens every hypothesis starts with (a prompt, or BOS)
+                max_new_tokens: int, # the longest continuation
+                beam_size: int=4, # K hypotheses kept per example; 1 is greedy decoding
+                length_penalty: float=0.6, # α of `gnmt_penalty` (Vaswani et al. 2017: 0.6)
+                eos_id: int|None=None, # a hypothesis that emits it is finished
+                pad_id: int=0, # written after a finished hypothesis' EOS
+                early_stopping: bool=True, # stop an example at K finished hypotheses; False: when no live one can beat them
+               ) -> tuple: # (tokens (B, T0 + n), log-probabilities (B,), scores (B,) = log-probability / lp)
+    "Beam search over any model given as a step function: the model reorders its own cache by `parents`."
+    check_int("max_new_tokens", max_new_tokens, minimum=0); check_beam(beam_size, length_penalty, early_stopping)
+    B, T0, K, dev = prefix.shape[0], prefix.shape[1], beam_size, prefix.device
+    lp = lambda n: gnmt_penalty(n, length_penalty)
+    seqs = prefix.repeat_interleave(K, 0)                                 # (B·K, T0): K copies per example
+    raw = torch.full((B, K), -math.inf, dtype=torch.float64, device=dev)  # summed log-probabilities of the live beams
+    raw[:, 0] = 0.0                                                       # one live beam at first: no duplicates
+    finished = [[] for _ in range(B)]                                     # per example: (score, log-prob, tokens)
+    done = [max_new_tokens == 0] * B
+    logp = step(seqs, None) if max_new_tokens else None                  # (B·K, V)
+    for t in range(1, max_new_tokens + 1):
+        check_logits(logp, "step log-probabilities")
+        V = logp.shape[-1]
+        cand = (raw[:, :, None] + logp.double().view(B, K, V)).view(B, K * V)   # (B, K·V)
+        top, flat = cand.topk(min(2 * K, K * V), dim=-1)                  # (B, 2K): enough to fill K live beams
+        parents = torch.arange(B, device=dev).repeat_interleave(K) * K    # (B·K,), rows into seqs; done rows keep row b·K
+        tokens = torch.full((B * K,), pad_id, dtype=prefix.dtype, device=dev)
+        new_raw = torch.full((B, K), -math.inf, dtype=torch.float64, device=dev)
+        for b in range(B):
+            if done[b]: continue
+            live = 0
+            for rank, (s, f) in enumerate(zip(top[b].tolist(), flat[b].tolist())):
+                row, tok = b * K + f // V, f % V
+                if s == -math.inf: break
+                if eos_id is not None and tok == eos_id:
+                    if rank < K:                                           # an EOS ranked below the beam is not taken
+                        hyp = torch.cat([seqs[row], seqs.new_tensor([tok])])
+                        finished[b].append((s / lp(t), s, hyp))
+                    continue
+                parents[b * K + live], tokens[b * K + live], new_raw[b, live] = row, tok, s
+                live += 1
+                if live == K: break
+            finished[b] = sorted(finished[b], key=lambda h: -h[0])[:K]
+            if len(finished[b]) == K:
+                best_live = new_raw[b, 0].item()                          # ≤ 0 and only falls; lp decides when it peaks
+                n_best = max_new_tokens if length_penalty > 0 else t + 1
+                done[b] = early_stopping or best_live / lp(n_best) <= finished[b][-1][0]
+        seqs = torch.cat([seqs[parents], tokens[:, None]], dim=1)        # (B·K, T0 + t)
+        raw = new_raw
+        if all(done) or t == max_new_tokens: break
+        logp = step(tokens[:, None], parents)                            # (B·K, V)
+    n = seqs.shape[1] - T0
+    out = torch.full((B, T0 + n), pad_id, dtype=prefix.dtype, device=dev)
+    log_probs, scores = torch.empty(B, dtype=torch.float64), torch.empty(B, dtype=torch.float64)
+    for b in range(B):
+        hyps = finished[b] + [(raw[b, k].item() / lp(n), raw[b, k].item(), seqs[b * K + k])
+                              for k in range(K) if not done[b] and raw[b, k] > -math.inf]   # unfinished at the end
+        s, r, hyp = max(hyps, key=lambda h: h[0])
+        out[b, :hyp.shape[0]], log_probs[b], scores[b] = hyp, r, s
+    return out, log_probs, scores
+
+def _log_probs(logits): # (N, V) -> (N, V) log-softmax in at least float32, after the logits check
+    check_logits(logits)
+    return F.log_softmax(_up(logits), -1)
+
+# %% ../nbs/08_transformer.ipynb #2dc1400a
+@torch.no_grad()
+def _lm_beam_search(self, idx: Tensor, # (B, T0) prompt ids (left-padded with attention_mask)
+                    max_new_tokens: int, # the longest continuation
+                    beam_size: int=4, # K; 1 is greedy decoding
+                    *, length_penalty: float=0.6, # GNMT's α (`gnmt_penalty`); 0: raw log-probabilities
+                    eos_id: int|None=None, # finishes a hypothesis
+                    pad_id: int|None=None, # after a finished hypothesis; default config.pad_id, else eos_id, else 0
+                    early_stopping: bool=True, # stop an example at K finished hypotheses
+                    attention_mask: Tensor|None=None, # bool (B, T0): False on the left padding
+                   ) -> tuple: # (tokens (B, T0 + n), log-probabilities (B,), scores (B,))
+    "Beam search with the KV cache: `beam_search` with a step that reorders the cache by each beam's parent."
+    check_tokens(idx, self.config.vocab_size); check_int("max_new_tokens", max_new_tokens, minimum=0)
+    check_beam(beam_size, length_penalty, early_stopping)
+    _, pad = stop_setup(self.config.vocab_size, eos_id, None, pad_id, self.config.pad_id)
+    keep = None if attention_mask is None else left_padding_mask(attention_mask, idx.shape).repeat_interleave(beam_size, 0)
+    longest = idx.shape[1] if keep is None else int(keep.sum(-1).max())
+    if longest + max_new_tokens > self.config.max_len:
+        raise ValueError(f"the longest prompt={longest} plus max_new_tokens={max_new_tokens} must be <= max_len={self.config.max_len}")
+    cache, state = self.new_cache(), dict(keep=keep)
+    def step(tokens, parents):
+        if parents is not None: cache.reorder(parents)
+        kw = {}
+        if state["keep"] is not None:
+            k = state["keep"] if parents is None else state["keep"][parents]
+            if parents is not None: k = torch.cat([k, k.new_ones(k.shape[0], 1)], dim=1)   # (N, T+1)
+            state["keep"], kw = k, dict(attention_mask=k)
+        return _log_probs(self(tokens, cache=cache, **kw)[:, -1])         # (N, V)
+    return beam_search(step, idx, max_new_tokens, beam_size, length_penalty, eos_id, 0 if pad is None else pad, early_stopping)
+
+DecoderOnlyLM.beam_search = _lm_beam_search
+
+@torch.no_grad()
+def _seq2seq_beam_search(self, src: Tensor, # (B, S) source ids
+                         max_new_tokens: int, # target tokens after BOS
+                         bos_id: int, # the start token every target begins with
+                         beam_size: int=4, # K; 1 is greedy decoding
+                         *, length_penalty: float=0.6, # GNMT's α; Vaswani et al. 2017 used 0.6 with K = 4
+                         eos_id: int|None=None, pad_id: int|None=None, early_stopping: bool=True,
+                         src_keep: Tensor|None=None, # bool (B, S), True on real source tokens
+                        ) -> tuple: # (tokens (B, 1 + n) starting with bos_id, log-probabilities (B,), scores (B,))
+    "Encode once, repeat the memory for the K beams, then `beam_search` with the cached decoder."
+    check_int("max_new_tokens", max_new_tokens, minimum=0); check_beam(beam_size, length_penalty, early_stopping)
+    _check_id("bos_id", bos_id, self.config.vocab_size, allow_none=False)
+    _, pad = stop_setup(self.config.vocab_size, eos_id, None, pad_id, self.config.pad_id)
+    if 1 + max_new_tokens > self.config.max_len:
+        raise ValueError(f"1 (BOS) plus max_new_tokens={max_new_tokens} must be <= max_len={self.config.max_len}")
+    memory, memory_mask = self.encode(src, src_keep)                     # (B, S, d_model), (B, 1, 1, S)
+    memory = memory.repeat_interleave(beam_size, 0)                      # (B·K, S, d_model)
+    if memory_mask is not None: memory_mask = memory_mask.repeat_interleave(beam_size, 0)   # (B·K, 1, 1, S)
+    cache = self.new_cache()
+    def step(tokens, parents):
+        if parents is not None: cache.reorder(parents)
+        return _log_probs(self.decode(tokens, memory, memory_mask, cache=cache)[:, -1])   # (B·K, V)
+    bos = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)       # (B, 1)
+    return beam_search(step, bos, max_new_tokens, beam_size, length_penalty, eos_id, 0 if pad is None else pad, early_stopping)
+
+Transformer.beam_search = _seq2seq_beam_search
