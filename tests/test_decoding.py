@@ -252,7 +252,10 @@ def test_beam_beats_greedy_on_translation():
     from transformer_lit.train import BOS, EOS, TrainConfig, make_model, make_task, train
     tr, va = make_task("translate", n_train=4000, n_val=200)
     model = make_model(tr, d_model=64, n_heads=4, n_layers=2)
-    train(model, tr, TrainConfig(steps=1200, batch_size=64, warmup=200, lr_factor=2.0, eval_every=1000, progress=False))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)                                               # ~45 s alone; oversubscribed threads are far slower
+    try: train(model, tr, TrainConfig(steps=1200, batch_size=64, warmup=200, lr_factor=2.0, eval_every=10_000, progress=False))
+    finally: torch.set_num_threads(threads)
     model.eval()
     b = va.batch(torch.arange(len(va)))
     L = va.max_tgt + 1
@@ -261,6 +264,35 @@ def test_beam_beats_greedy_on_translation():
     beam, logp, _ = model.beam_search(b["src"], L, BOS, 4, length_penalty=0.0, eos_id=EOS, src_keep=b["src_keep"])
     cut = lambda row: row[1:row.index(EOS)] if EOS in row else row[1:]
     em = lambda out: sum(cut(r) == va.tgt[i] for i, r in enumerate(out.tolist())) / len(va)
-    print(f"exact match greedy {em(greedy):.3f}, beam 4 {em(beam):.3f}; mean log-prob greedy {g_logp.mean():.4f}, beam {logp.mean():.4f}")
+    beam06, _, _ = model.beam_search(b["src"], L, BOS, 4, length_penalty=0.6, eos_id=EOS, src_keep=b["src_keep"])
+    print(f"exact match greedy {em(greedy):.3f}, beam 4 {em(beam):.3f} (α = 0.6: {em(beam06):.3f}); mean log-prob greedy "
+          f"{g_logp.mean():.4f}, beam {logp.mean():.4f}; beam better on {int((logp > g_logp + 1e-9).sum())} of {len(va)}")
     assert torch.equal(model.beam_search(b["src"], L, BOS, 1, length_penalty=0.0, eos_id=EOS, src_keep=b["src_keep"])[0][:, :greedy.shape[1]], greedy)
     assert (logp >= g_logp - 1e-5).all()
+
+@pytest.mark.parametrize("kind", ["rope", "learned", "alibi"])
+def test_left_padded_beam_search_equals_alone(kind):
+    m = lm_of(kind)
+    idx, keep = left_pad(PROMPTS)
+    out, logp, score = m.beam_search(idx, 6, 3, eos_id=4, attention_mask=keep)
+    for b, p in enumerate(PROMPTS):
+        o1, l1, s1 = m.beam_search(torch.tensor([p]), 6, 3, eos_id=4)
+        n = o1.shape[1] - len(p)
+        assert torch.equal(out[b, idx.shape[1]:idx.shape[1] + n], o1[0, len(p):])
+        assert math.isclose(logp[b].item(), l1.item(), abs_tol=1e-9) and math.isclose(score[b].item(), s1.item(), abs_tol=1e-9)
+
+def test_seq2seq_sampling_with_filters_cached_equals_uncached():
+    t = s2s_of(kind="rope")
+    src = torch.randint(3, 30, (3, 5), generator=torch.Generator().manual_seed(0))
+    runs = [t.generate(src, 8, 1, temperature=0.9, top_k=10, top_p=0.9, min_p=0.05, eos_id=2, generator=torch.Generator().manual_seed(1),
+                       use_cache=c) for c in (True, False)]
+    assert torch.equal(runs[0], runs[1])
+
+def test_early_stopping_false_never_worse():
+    "Without early stopping the search runs until no live hypothesis can win, so its score is at least the early-stopped one's."
+    t = s2s_of(3)
+    src = torch.randint(3, 30, (6, 5), generator=torch.Generator().manual_seed(3))
+    a = t.beam_search(src, 12, 1, 3, length_penalty=1.0, eos_id=2)[2]
+    b = t.beam_search(src, 12, 1, 3, length_penalty=1.0, eos_id=2, early_stopping=False)[2]
+    assert (b >= a - 1e-12).all()
+    assert math.isclose(gnmt_penalty(4, 0.6), (9 / 6) ** 0.6) and gnmt_penalty(1, 0.0) == 1.0
