@@ -249,26 +249,30 @@ def test_bad_beam_arguments(kw, msg):
 
 # --- beam against greedy on chapter 09's translation task -------------------------------------------------------------
 def test_beam_beats_greedy_on_translation():
+    "Chapter 09's number translation, trained briefly: beam 4 (exact stopping) has at least greedy's log-probability per example."
     from transformer_lit.train import BOS, EOS, TrainConfig, make_model, make_task, train
     tr, va = make_task("translate", n_train=4000, n_val=200)
     model = make_model(tr, d_model=64, n_heads=4, n_layers=2)
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)                                               # ~45 s alone; oversubscribed threads are far slower
-    try: train(model, tr, TrainConfig(steps=1200, batch_size=64, warmup=200, lr_factor=2.0, eval_every=10_000, progress=False))
+    torch.set_num_threads(1)                                               # ~30 s alone; oversubscribed threads are far slower
+    try: train(model, tr, TrainConfig(steps=700, batch_size=64, warmup=200, lr_factor=2.0, eval_every=10_000, progress=False))
     finally: torch.set_num_threads(threads)
     model.eval()
     b = va.batch(torch.arange(len(va)))
-    L = va.max_tgt + 1
-    greedy = model.generate(b["src"], L, BOS, greedy=True, src_keep=b["src_keep"], eos_id=EOS)
-    _, g_logp, _ = model.beam_search(b["src"], L, BOS, 1, length_penalty=0.0, eos_id=EOS, src_keep=b["src_keep"])
-    beam, logp, _ = model.beam_search(b["src"], L, BOS, 4, length_penalty=0.0, eos_id=EOS, src_keep=b["src_keep"])
+    L, kw = va.max_tgt + 1, dict(eos_id=EOS, src_keep=b["src_keep"])
+    greedy = model.generate(b["src"], L, BOS, greedy=True, **kw)
+    g_out, g_logp, _ = model.beam_search(b["src"], L, BOS, 1, length_penalty=0.0, **kw)
+    assert torch.equal(g_out[:, :greedy.shape[1]], greedy)
+    exact, early = (model.beam_search(b["src"], L, BOS, 4, length_penalty=0.0, early_stopping=e, **kw) for e in (False, True))
+    beam06 = model.beam_search(b["src"], L, BOS, 4, length_penalty=0.6, early_stopping=False, **kw)
     cut = lambda row: row[1:row.index(EOS)] if EOS in row else row[1:]
     em = lambda out: sum(cut(r) == va.tgt[i] for i, r in enumerate(out.tolist())) / len(va)
-    beam06, _, _ = model.beam_search(b["src"], L, BOS, 4, length_penalty=0.6, eos_id=EOS, src_keep=b["src_keep"])
-    print(f"exact match greedy {em(greedy):.3f}, beam 4 {em(beam):.3f} (α = 0.6: {em(beam06):.3f}); mean log-prob greedy "
-          f"{g_logp.mean():.4f}, beam {logp.mean():.4f}; beam better on {int((logp > g_logp + 1e-9).sum())} of {len(va)}")
-    assert torch.equal(model.beam_search(b["src"], L, BOS, 1, length_penalty=0.0, eos_id=EOS, src_keep=b["src_keep"])[0][:, :greedy.shape[1]], greedy)
-    assert (logp >= g_logp - 1e-5).all()
+    print(f"\nexact match: greedy {em(greedy):.3f}, beam 4 {em(exact[0]):.3f} (early stopping {em(early[0]):.3f}, α = 0.6 {em(beam06[0]):.3f})"
+          f"\nmean log-prob: greedy {g_logp.mean():.4f}, beam 4 {exact[1].mean():.4f} (early stopping {early[1].mean():.4f})"
+          f"\nbeam 4 above greedy on {int((exact[1] > g_logp + 1e-9).sum())} of {len(va)}; early stopping below greedy on "
+          f"{int((early[1] < g_logp - 1e-9).sum())}")
+    assert (exact[1] >= g_logp - 1e-9).all()
+    assert (exact[2] >= early[2] - 1e-9).all()                              # searching on never ends worse
 
 @pytest.mark.parametrize("kind", ["rope", "learned", "alibi"])
 def test_left_padded_beam_search_equals_alone(kind):
