@@ -1,0 +1,302 @@
+"Decoding: the sampling filters against Hugging Face's logits processors, stop tokens, left-padded batches against one-by-one generation, beam search, and every bad input."
+import dataclasses, math, re
+import pytest, torch
+import torch.nn.functional as F
+from hypothesis import given, settings, strategies as st
+from transformer_lit.model import (POSITIONALS, DecoderOnlyLM, Transformer, TransformerConfig, beam_search, check_logits,
+                                   filter_logits, gnmt_penalty, min_p_filter, sample_next, temperature_filter, top_k_filter,
+                                   top_p_filter)
+
+hf = pytest.importorskip("transformers.generation.logits_process")
+F64 = torch.float64
+
+# --- the filters against Hugging Face --------------------------------------------------------------------------------
+def _same(ours, theirs):
+    "Same kept set and the same probabilities."
+    assert torch.equal(torch.isfinite(ours), torch.isfinite(theirs))
+    torch.testing.assert_close(ours.softmax(-1), theirs.softmax(-1), atol=1e-6, rtol=1e-5)
+
+logit_rows = st.integers(1, 4).flatmap(lambda B: st.integers(2, 40).flatmap(lambda V: st.lists(
+    st.lists(st.one_of(st.sampled_from([-1.0, 0.0, 0.5, 2.0]), st.floats(-8, 8, width=32)), min_size=V, max_size=V),
+    min_size=B, max_size=B)))                                      # small pools of repeated values give many ties
+
+@settings(max_examples=150, deadline=None)
+@given(rows=logit_rows, t=st.floats(0.05, 5.0), k=st.integers(1, 40), p=st.floats(0.01, 1.0), m=st.floats(0.0, 0.99))
+def test_filters_equal_hugging_face(rows, t, k, p, m):
+    z = torch.tensor(rows, dtype=torch.float32)
+    ids = torch.zeros(z.shape[0], 1, dtype=torch.long)
+    k = min(k, z.shape[-1])
+    _same(temperature_filter(z, t), hf.TemperatureLogitsWarper(t)(ids, z.clone()))
+    _same(top_k_filter(z, k), hf.TopKLogitsWarper(k)(ids, z.clone()))
+    _same(top_p_filter(z, p), hf.TopPLogitsWarper(p)(ids, z.clone()))
+    _same(min_p_filter(z, m), hf.MinPLogitsWarper(m)(ids, z.clone()))
+    chain = hf.LogitsProcessorList([hf.TemperatureLogitsWarper(t), hf.TopKLogitsWarper(k), hf.TopPLogitsWarper(p),
+                                    hf.MinPLogitsWarper(m)])
+    _same(filter_logits(z, t, k, p, m), chain(ids, z.clone()))
+
+def test_filters_on_random_logits_many_rows():
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(64, 1000, generator=g) * 3
+    ids = torch.zeros(64, 1, dtype=torch.long)
+    for p in (0.1, 0.5, 0.9, 0.999, 1.0): _same(top_p_filter(z, p), hf.TopPLogitsWarper(p)(ids, z.clone()))
+    for m in (0.0, 0.05, 0.3, 0.9): _same(min_p_filter(z, m), hf.MinPLogitsWarper(m)(ids, z.clone()))
+    for k in (1, 5, 50, 1000): _same(top_k_filter(z, k), hf.TopKLogitsWarper(k)(ids, z.clone()))
+
+def test_filter_meaning():
+    z = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    fin = lambda x: torch.isfinite(x)[0].tolist()
+    assert fin(top_p_filter(z, 0.5)) == [True, False, False, False]        # 0.5 alone reaches 0.5
+    assert fin(top_p_filter(z, 0.8)) == [True, True, False, False]
+    assert fin(top_p_filter(z, 0.81)) == [True, True, True, False]
+    assert fin(min_p_filter(z, 0.3)) == [True, True, True, False]          # 0.15 >= 0.3·0.5, 0.05 < 0.15
+    assert fin(min_p_filter(z, 0.0)) == [True] * 4
+    assert fin(top_k_filter(torch.tensor([[1.0, 2.0, 2.0, 0.0]]), 1)) == [False, True, True, False]   # ties with the k-th stay
+
+def test_sampling_draws_only_kept_tokens_and_is_seeded():
+    z = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]])).expand(2000, -1)
+    d = sample_next(z, top_p=0.8, generator=torch.Generator().manual_seed(0))
+    assert set(d.tolist()) == {0, 1}
+    torch.testing.assert_close((d == 0).double().mean().item(), 0.5 / 0.8, atol=0.03, rtol=0)
+    d2 = sample_next(z, top_p=0.8, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(d, d2)
+    assert set(sample_next(z, min_p=0.5, generator=torch.Generator().manual_seed(1)).tolist()) == {0, 1}
+
+# --- bad input --------------------------------------------------------------------------------------------------------
+Z = torch.zeros(2, 5)
+@pytest.mark.parametrize("kw, msg", [
+    (dict(top_p=0.0), "top_p=0.0 must be None or a number in (0, 1]"), (dict(top_p=1.5), "top_p=1.5 must be None or a number in (0, 1]"),
+    (dict(top_p=float("nan")), "top_p=nan must be"), (dict(min_p=1.0), "min_p=1.0 must be None or a number in [0, 1)"),
+    (dict(min_p=-0.1), "min_p=-0.1 must be"), (dict(top_k=0), "top_k=0 must be None or an int in [1, vocab_size=5]"),
+    (dict(top_k=True), "top_k=True must be"), (dict(temperature=0.0), "temperature=0.0 must be a finite number > 0"),
+    (dict(temperature=float("nan")), "temperature=nan must be a finite number > 0"), (dict(temperature=True), "temperature=True must be")])
+def test_bad_sampling_arguments(kw, msg):
+    with pytest.raises(ValueError, match=re.escape(msg)): sample_next(Z, **kw)
+
+@pytest.mark.parametrize("greedy", [True, False])
+@pytest.mark.parametrize("row, msg", [([math.nan, 0, 0, 0, 0], "logits row 1 contains NaN"), ([-math.inf] * 5, "logits row 1 is all -inf"),
+                                      ([math.inf, 0, 0, 0, 0], "logits row 1 contains +inf")])
+def test_bad_logits_never_reach_multinomial_or_argmax(row, msg, greedy):
+    z = torch.stack([torch.zeros(5), torch.tensor(row)])
+    with pytest.raises(ValueError, match=re.escape(msg)): sample_next(z, greedy=greedy)
+
+def test_bad_logits_types():
+    with pytest.raises(TypeError, match="logits must be a floating-point"): check_logits(torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match=re.escape("logits.shape=(3,) must be (B, V)")): check_logits(torch.zeros(3))
+
+# --- models -----------------------------------------------------------------------------------------------------------
+def lm_of(kind, seed=0, **kw):
+    torch.manual_seed(seed)
+    cfg = TransformerConfig(vocab_size=50, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=64, dropout=0.0, positional=kind, **kw)
+    return DecoderOnlyLM(cfg).double().eval()
+
+def left_pad(prompts, pad=0):
+    T = max(map(len, prompts))
+    idx = torch.tensor([[pad] * (T - len(p)) + p for p in prompts])
+    return idx, torch.tensor([[False] * (T - len(p)) + [True] * len(p) for p in prompts])
+
+PROMPTS = [[5, 7, 9, 11, 3, 4, 8], [2], [13, 14, 15, 16]]
+
+@pytest.mark.parametrize("kind", POSITIONALS)
+def test_left_padded_logits_equal_alone(kind):
+    m = lm_of(kind)
+    idx, keep = left_pad(PROMPTS)
+    full = m(idx, attention_mask=keep)                                     # (B, T, V)
+    for b, p in enumerate(PROMPTS):
+        alone = m(torch.tensor([p]))[0]                                   # (len, V)
+        torch.testing.assert_close(full[b, -len(p):], alone, atol=1e-10, rtol=0)
+    # the same through the cache, 2 prompt tokens then one at a time
+    cache = m.new_cache(); out = [m(idx[:, :5], cache=cache, attention_mask=keep[:, :5])]
+    for t in range(5, idx.shape[1]): out.append(m(idx[:, t:t + 1], cache=cache, attention_mask=keep[:, :t + 1]))
+    torch.testing.assert_close(torch.cat(out, 1)[keep], full[keep], atol=1e-10, rtol=0)
+
+@pytest.mark.parametrize("kind", POSITIONALS)
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_left_padded_generation_equals_alone(kind, use_cache):
+    m = lm_of(kind)
+    idx, keep = left_pad(PROMPTS)
+    out = m.generate(idx, 10, greedy=True, attention_mask=keep, use_cache=use_cache)
+    for b, p in enumerate(PROMPTS):
+        assert torch.equal(out[b, idx.shape[1]:], m.generate(torch.tensor([p]), 10, greedy=True)[0, len(p):])
+    # seeded sampling: extra padding on the left changes nothing
+    idx2, keep2 = torch.cat([torch.zeros(3, 3, dtype=torch.long), idx], 1), torch.cat([torch.zeros(3, 3, dtype=torch.bool), keep], 1)
+    s1 = m.generate(idx, 10, temperature=1.3, top_p=0.9, attention_mask=keep, generator=torch.Generator().manual_seed(4), use_cache=use_cache)
+    s2 = m.generate(idx2, 10, temperature=1.3, top_p=0.9, attention_mask=keep2, generator=torch.Generator().manual_seed(4), use_cache=use_cache)
+    assert torch.equal(s1[:, idx.shape[1]:], s2[:, idx2.shape[1]:])
+
+def test_unpadded_mask_changes_nothing():
+    m = lm_of("rope")
+    idx = torch.randint(0, 50, (2, 6))
+    torch.testing.assert_close(m(idx, attention_mask=torch.ones(2, 6, dtype=torch.bool)), m(idx), atol=1e-12, rtol=0)
+    s = [m.generate(idx, 8, top_k=5, generator=torch.Generator().manual_seed(2), **kw) for kw in ({}, dict(attention_mask=torch.ones(2, 6, dtype=torch.long)))]
+    assert torch.equal(s[0], s[1])
+
+def test_stop_tokens_pad_and_end_early():
+    m = lm_of("rope")
+    idx, keep = left_pad(PROMPTS)
+    free = m.generate(idx, 12, greedy=True, attention_mask=keep)[:, idx.shape[1]:]
+    eos = int(free[0, 2])                                                 # the token row 0 emits third
+    out = m.generate(idx, 12, greedy=True, attention_mask=keep, eos_id=eos, pad_id=1)[:, idx.shape[1]:]
+    for b in range(3):
+        row, ref = out[b].tolist(), free[b].tolist()
+        n = ref.index(eos) + 1 if eos in ref[:out.shape[1]] else out.shape[1]
+        assert row[:n] == ref[:n] and all(t == 1 for t in row[n:])         # the stop is kept, then only pads
+    stops = [int(free[b, 1]) for b in range(3)]
+    stopped_all = m.generate(idx, 12, greedy=True, attention_mask=keep, stop_ids=stops)
+    first = [min(i for i, t in enumerate(free[b].tolist()) if t in stops) for b in range(3)]
+    assert stopped_all.shape[1] == idx.shape[1] + max(first) + 1         # ends when the last row has stopped
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(eos_id=50), "eos_id=50 must be None or an int in [0, vocab_size=50)"), (dict(pad_id=-1), "pad_id=-1 must be None or an int"),
+    (dict(stop_ids=[3, 99]), "stop_ids=99 must be an int in [0, vocab_size=50)"), (dict(stop_ids=3), "stop_ids=3 must be None or a list"),
+    (dict(top_p=2.0), "top_p=2.0 must be"),
+    (dict(attention_mask=torch.tensor([[True, False, True]])), "attention_mask must be left-padded"),
+    (dict(attention_mask=torch.ones(1, 2, dtype=torch.bool)), "attention_mask must be a bool or 0/1 integer tensor of shape (1, 3)"),
+    (dict(attention_mask=torch.full((1, 3), 2)), "attention_mask must hold only 0 and 1")])
+def test_bad_generation_arguments(kw, msg):
+    with pytest.raises(ValueError, match=re.escape(msg)): lm_of("rope").generate(torch.ones(1, 3, dtype=torch.long), 4, **kw)
+
+# --- beam search ------------------------------------------------------------------------------------------------------
+def s2s_of(seed=0, kind="sinusoidal"):
+    torch.manual_seed(seed)
+    cfg = TransformerConfig(vocab_size=30, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=32, dropout=0.0, positional=kind)
+    return Transformer(cfg).double().eval()
+
+def lm_seq_log_prob(m, prompt, gen, eos=None):
+    "Σ log p of the generated tokens up to and including the first eos, by one teacher-forced forward pass."
+    gen = gen.tolist()
+    if eos is not None and eos in gen: gen = gen[:gen.index(eos) + 1]
+    full = torch.tensor([prompt + gen])
+    lp = F.log_softmax(m(full[:, :-1]).double(), -1)[0, len(prompt) - 1:]
+    return lp.gather(-1, torch.tensor(gen)[:, None]).sum().item()
+
+@pytest.mark.parametrize("kind", POSITIONALS)
+def test_beam_size_1_is_greedy_lm(kind):
+    m = lm_of(kind)
+    idx = torch.randint(0, 50, (3, 4), generator=torch.Generator().manual_seed(1))
+    greedy = m.generate(idx, 9, greedy=True, eos_id=7)
+    beam, logp, score = m.beam_search(idx, 9, 1, eos_id=7)
+    assert torch.equal(beam, greedy)
+    for b in range(3): assert math.isclose(logp[b].item(), lm_seq_log_prob(m, idx[b].tolist(), greedy[b, 4:], 7), abs_tol=1e-9)
+
+def test_beam_size_1_is_greedy_seq2seq():
+    t = s2s_of()
+    src = torch.randint(3, 30, (4, 6), generator=torch.Generator().manual_seed(2))
+    keep = torch.ones(4, 6, dtype=torch.bool); keep[1, 4:] = False
+    assert torch.equal(t.beam_search(src, 10, 1, 1, eos_id=2, src_keep=keep)[0], t.generate(src, 10, 1, greedy=True, eos_id=2, src_keep=keep))
+
+def brute_force(logp_fn, V, L, eos, alpha):
+    "Best (score, log-prob) over every sequence of up to L tokens that ends at eos or at length L."
+    best = (-math.inf, None)
+    def go(seq, raw):
+        nonlocal best
+        if seq and (seq[-1] == eos or len(seq) == L):
+            best = max(best, (raw / gnmt_penalty(len(seq), alpha), raw)); return
+        lp = logp_fn(seq)
+        for v in range(V): go(seq + [v], raw + lp[v])
+    go([], 0.0)
+    return best
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), alpha=st.sampled_from([0.0, 0.6, 1.0]), L=st.integers(1, 4))
+def test_exhaustive_beam_is_exact_and_beats_greedy(seed, alpha, L):
+    "With K >= V^(L-1) nothing is pruned: beam search finds the best sequence, at least as good as greedy."
+    V, eos = 3, 0
+    table = torch.randn(40, V, generator=torch.Generator().manual_seed(seed), dtype=F64) * 2
+    lp_of = lambda seq: F.log_softmax(table[hash(tuple(seq)) % 40], -1).tolist()
+    def step(tokens, parents, hist={}):
+        if parents is None: hist["s"] = [[] for _ in range(tokens.shape[0])]
+        else: hist["s"] = [hist["s"][p] + [int(t)] for p, t in zip(parents.tolist(), tokens[:, 0].tolist())]
+        return torch.tensor([lp_of(s) for s in hist["s"]], dtype=F64)
+    K = V ** max(L - 1, 0)
+    out, logp, score = beam_search(step, torch.zeros(1, 0, dtype=torch.long), L, K, alpha, eos_id=eos, early_stopping=False)
+    best_score, best_raw = brute_force(lp_of, V, L, eos, alpha)
+    assert math.isclose(score.item(), best_score, abs_tol=1e-9) and math.isclose(logp.item(), best_raw, abs_tol=1e-9)
+    g, raw = [], 0.0                                                          # greedy under the same model
+    while len(g) < L and (not g or g[-1] != eos):
+        lp = lp_of(g); v = max(range(V), key=lambda i: lp[i]); g.append(v); raw += lp[v]
+    assert score.item() >= raw / gnmt_penalty(len(g), alpha) - 1e-9
+
+def test_beam_can_lose_to_greedy():
+    "A common explanation says beam search always finds a sequence at least as likely as greedy's; pruning can lose it."
+    lp = {(): [0.5, 0.45, 0.05], (0,): [1 / 3] * 3, (1,): [0.05, 0.475, 0.475]}
+    def probs(seq):
+        if seq in lp: return lp[seq]
+        return [1.0, 0.0, 0.0] if seq[0] == 0 else [1 / 3] * 3             # greedy's branch is certain afterwards
+    def step(tokens, parents, hist={}):
+        if parents is None: hist["s"] = [() for _ in range(tokens.shape[0])]
+        else: hist["s"] = [hist["s"][p] + (int(t),) for p, t in zip(parents.tolist(), tokens[:, 0].tolist())]
+        return torch.tensor([probs(s) for s in hist["s"]], dtype=F64).log()
+    _, logp, _ = beam_search(step, torch.zeros(1, 0, dtype=torch.long), 3, 2, 0.0)
+    greedy = math.log(0.5 * (1 / 3) * 1.0)
+    assert logp.item() < greedy                                            # 0.45·0.475·1/3 < 0.5·1/3·1
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 1000), K=st.integers(2, 5))
+def test_beam_on_tiny_random_models(seed, K):
+    "Beam search returns the best of the hypotheses it scored; with beam 1 its log-probability is the teacher-forced one."
+    m = lm_of("rope", seed)
+    idx = torch.randint(0, 50, (2, 3), generator=torch.Generator().manual_seed(seed))
+    out, logp, score = m.beam_search(idx, 5, K, length_penalty=0.0, eos_id=3)
+    for b in range(2): assert math.isclose(logp[b].item(), lm_seq_log_prob(m, idx[b].tolist(), out[b, 3:], 3), abs_tol=1e-9)
+    torch.testing.assert_close(score, logp)                                 # α = 0: the score is the log-probability
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(beam_size=0), "beam_size=0 must be an int >= 1"), (dict(beam_size=True), "beam_size=True must be an int >= 1"),
+    (dict(length_penalty=float("nan")), "length_penalty=nan must be a finite number"), (dict(eos_id=99), "eos_id=99 must be None or an int")])
+def test_bad_beam_arguments(kw, msg):
+    with pytest.raises(ValueError, match=re.escape(msg)): lm_of("rope").beam_search(torch.ones(1, 3, dtype=torch.long), 4, **kw)
+    with pytest.raises(ValueError, match=re.escape(msg)): s2s_of().beam_search(torch.ones(1, 3, dtype=torch.long), 4, 1, **kw)
+
+# --- beam against greedy on chapter 09's translation task -------------------------------------------------------------
+def test_beam_beats_greedy_on_translation():
+    "Chapter 09's number translation, trained briefly: beam 4 (exact stopping) has at least greedy's log-probability per example."
+    from transformer_lit.train import BOS, EOS, TrainConfig, make_model, make_task, train
+    tr, va = make_task("translate", n_train=4000, n_val=200)
+    model = make_model(tr, d_model=64, n_heads=4, n_layers=2)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)                                               # ~30 s alone; oversubscribed threads are far slower
+    try: train(model, tr, TrainConfig(steps=700, batch_size=64, warmup=200, lr_factor=2.0, eval_every=10_000, progress=False))
+    finally: torch.set_num_threads(threads)
+    model.eval()
+    b = va.batch(torch.arange(len(va)))
+    L, kw = va.max_tgt + 1, dict(eos_id=EOS, src_keep=b["src_keep"])
+    greedy = model.generate(b["src"], L, BOS, greedy=True, **kw)
+    g_out, g_logp, _ = model.beam_search(b["src"], L, BOS, 1, length_penalty=0.0, **kw)
+    assert torch.equal(g_out[:, :greedy.shape[1]], greedy)
+    exact, early = (model.beam_search(b["src"], L, BOS, 4, length_penalty=0.0, early_stopping=e, **kw) for e in (False, True))
+    beam06 = model.beam_search(b["src"], L, BOS, 4, length_penalty=0.6, early_stopping=False, **kw)
+    cut = lambda row: row[1:row.index(EOS)] if EOS in row else row[1:]
+    em = lambda out: sum(cut(r) == va.tgt[i] for i, r in enumerate(out.tolist())) / len(va)
+    print(f"\nexact match: greedy {em(greedy):.3f}, beam 4 {em(exact[0]):.3f} (early stopping {em(early[0]):.3f}, α = 0.6 {em(beam06[0]):.3f})"
+          f"\nmean log-prob: greedy {g_logp.mean():.4f}, beam 4 {exact[1].mean():.4f} (early stopping {early[1].mean():.4f})"
+          f"\nbeam 4 above greedy on {int((exact[1] > g_logp + 1e-9).sum())} of {len(va)}; early stopping below greedy on "
+          f"{int((early[1] < g_logp - 1e-9).sum())}")
+    assert (exact[1] >= g_logp - 1e-9).all()
+    assert (exact[2] >= early[2] - 1e-9).all()                              # searching on never ends worse
+
+@pytest.mark.parametrize("kind", ["rope", "learned", "alibi"])
+def test_left_padded_beam_search_equals_alone(kind):
+    m = lm_of(kind)
+    idx, keep = left_pad(PROMPTS)
+    out, logp, score = m.beam_search(idx, 6, 3, eos_id=4, attention_mask=keep)
+    for b, p in enumerate(PROMPTS):
+        o1, l1, s1 = m.beam_search(torch.tensor([p]), 6, 3, eos_id=4)
+        n = o1.shape[1] - len(p)
+        assert torch.equal(out[b, idx.shape[1]:idx.shape[1] + n], o1[0, len(p):])
+        assert math.isclose(logp[b].item(), l1.item(), abs_tol=1e-9) and math.isclose(score[b].item(), s1.item(), abs_tol=1e-9)
+
+def test_seq2seq_sampling_with_filters_cached_equals_uncached():
+    t = s2s_of(kind="rope")
+    src = torch.randint(3, 30, (3, 5), generator=torch.Generator().manual_seed(0))
+    runs = [t.generate(src, 8, 1, temperature=0.9, top_k=10, top_p=0.9, min_p=0.05, eos_id=2, generator=torch.Generator().manual_seed(1),
+                       use_cache=c) for c in (True, False)]
+    assert torch.equal(runs[0], runs[1])
+
+def test_early_stopping_false_never_worse():
+    "Without early stopping the search runs until no live hypothesis can win, so its score is at least the early-stopped one's."
+    t = s2s_of(3)
+    src = torch.randint(3, 30, (6, 5), generator=torch.Generator().manual_seed(3))
+    a = t.beam_search(src, 12, 1, 3, length_penalty=1.0, eos_id=2)[2]
+    b = t.beam_search(src, 12, 1, 3, length_penalty=1.0, eos_id=2, early_stopping=False)[2]
+    assert (b >= a - 1e-12).all()
+    assert math.isclose(gnmt_penalty(4, 0.6), (9 / 6) ** 0.6) and gnmt_penalty(1, 0.0) == 1.0
