@@ -6,7 +6,8 @@ import torch
 from hypothesis import given, strategies as st
 
 from transformer_lit.positional import (LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEmbedding,
-                                        alibi_bias, alibi_slopes, apply_rotary, rotate_half, rotate_interleaved,
+                                        alibi_bias, alibi_slopes, apply_rotary, check_rope_scaling, rope_inv_freq,
+                                        rotate_half, rotate_interleaved,
                                         rotation_matrix, sinusoidal_encoding, sinusoidal_frequencies)
 from transformer_lit.multihead import KVCache, MultiHeadAttention, merge_heads
 
@@ -188,7 +189,7 @@ def test_rope_positions_per_batch_row_and_beyond_table():
     out = rope(x, positions=pos)
     for b in range(2): torch.testing.assert_close(out[b], rope_complex(x[b], pos[b]), atol=1e-10, rtol=0)
     torch.testing.assert_close(rope(x[0], positions=pos[1]), rope_complex(x[0], pos[1]), atol=1e-10, rtol=0)  # 3-D input
-    far = rope(x, offset=100_000)                                              # tables grow on demand, no maximum length
+    far = rope(x, offset=100_000)                                              # past the cached tables: computed exactly
     torch.testing.assert_close(far, rope_complex(x, torch.arange(100_000, 100_004)), atol=1e-9, rtol=0)
 
 
@@ -338,3 +339,171 @@ def test_alibi_inside_multihead_attention_with_cache():
     cache = KVCache()
     steps = [mha(x[:, t:t + 1], cache=cache, attn_bias=alibi_bias(3, 1, t + 1, dtype=f64)[None]) for t in range(9)]
     torch.testing.assert_close(torch.cat(steps, 1), full)
+
+
+# ---------------------------------------------------------------- the cos/sin cache is bounded
+def test_rope_cache_bounded_far_positions_computed_exactly():
+    rope = RotaryEmbedding(8, max_cached=128)
+    x = torch.randn(2, 3, 4, 8, dtype=f64)
+    rope(x)                                                                      # one 64-row table
+    far = rope(x, offset=2 ** 20)                                                # would have been a 2**21-row table
+    torch.testing.assert_close(far, rope_complex(x, torch.arange(2 ** 20, 2 ** 20 + 4)), atol=1e-8, rtol=0)
+    pos = torch.tensor([[0, 1, 2, 3], [7, 500, 2 ** 20, 3 * 2 ** 30]])            # a mix of cached and far positions
+    out = rope(x, positions=pos)
+    for b in range(2): torch.testing.assert_close(out[b], rope_complex(x[b], pos[b]), atol=1e-6, rtol=0)
+    rope(x, offset=100)                                                          # 104 rows: a 128-row table, the cap
+    assert sorted(n for n, _, _ in rope._cache) == [128]
+    assert all(n <= rope.max_cached for n, _, _ in rope._cache)
+    cos, _ = rope.tables(1000)                                                   # past the cap: exactly 1000 rows, not kept
+    assert cos.shape == (1000, 8) and sorted(n for n, _, _ in rope._cache) == [128]
+
+
+# ---------------------------------------------------------------- rope scaling against Hugging Face
+transformers = pytest.importorskip("transformers")
+from transformers import LlamaConfig                                            # noqa: E402
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS               # noqa: E402
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding       # noqa: E402
+
+L0 = 64                                                                          # the "original" training length
+
+
+def hf_config(D, base, scaling, max_pos):
+    "A tiny LlamaConfig whose rope_parameters carry the scaling dict (transformers 5.x)."
+    rp = {'rope_theta': base, **(scaling or {'rope_type': 'default'})}
+    return LlamaConfig(hidden_size=2 * D, num_attention_heads=2, head_dim=D, max_position_embeddings=max_pos,
+                       rope_parameters=rp, vocab_size=10, num_hidden_layers=1, intermediate_size=8)
+
+
+def scalings(factor):
+    "One dict of each supported type, as it appears in a Hugging Face config (yarn with and without mscale)."
+    return [{'rope_type': 'linear', 'factor': factor},
+            {'type': 'dynamic', 'factor': factor, 'original_max_position_embeddings': L0},
+            {'rope_type': 'yarn', 'factor': factor, 'original_max_position_embeddings': L0},
+            {'rope_type': 'yarn', 'factor': factor, 'original_max_position_embeddings': L0, 'beta_fast': 16, 'beta_slow': 2,
+             'mscale': 1.0, 'mscale_all_dim': 0.5, 'truncate': False},
+            {'rope_type': 'yarn', 'factor': factor, 'original_max_position_embeddings': L0, 'attention_factor': 0.9},
+            {'rope_type': 'llama3', 'factor': factor, 'original_max_position_embeddings': L0,
+             'low_freq_factor': 1.0, 'high_freq_factor': 4.0},
+            {'rope_type': 'llama3', 'factor': factor, 'original_max_position_embeddings': L0,
+             'low_freq_factor': 2.0, 'high_freq_factor': 8.0}]
+
+
+def hf_max_pos(sc):
+    "Hugging Face's dynamic type reads the original length from max_position_embeddings; the others from the dict."
+    return L0 if (sc.get('rope_type') or sc.get('type')) == 'dynamic' else 4 * L0
+
+
+CASES = [(D, base, f, sc) for D in (8, 16, 64, 128) for base in (10000.0, 500000.0) for f in (1.0, 2.0, 4.0, 8.0, 32.0)
+         for sc in scalings(f)]
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("D,base,factor,sc", CASES, ids=[f"D{c[0]}-b{int(c[1])}-f{c[2]}-{i}" for i, c in enumerate(CASES)])
+@pytest.mark.parametrize("seq_len", [None, 3 * L0])
+def test_rope_inv_freq_matches_hugging_face(D, base, factor, sc, seq_len):
+    t = sc.get('rope_type') or sc.get('type')
+    inv_hf, af_hf = ROPE_INIT_FUNCTIONS[t](hf_config(D, base, dict(sc), hf_max_pos(sc)), 'cpu', seq_len=seq_len)
+    inv, af = rope_inv_freq(D, base, sc, seq_len=seq_len)
+    assert inv.dtype == f64 and inv.shape == (D // 2,)
+    torch.testing.assert_close(inv, inv_hf.double(), rtol=2e-6, atol=0)       # Hugging Face computes in float32
+    assert af == pytest.approx(af_hf, rel=1e-12)
+
+
+def test_rope_inv_freq_without_scaling_is_the_plain_frequencies():
+    inv, af = rope_inv_freq(16, 10000.0)
+    torch.testing.assert_close(inv, sinusoidal_frequencies(16)); assert af == 1.0
+    inv2, _ = rope_inv_freq(16, 10000.0, {'rope_type': 'default', 'rope_theta': 10000.0})
+    torch.testing.assert_close(inv2, inv)
+    inv3, _ = rope_inv_freq(16, 10000.0, {'type': 'dynamic', 'factor': 4.0, 'original_max_position_embeddings': 64}, seq_len=64)
+    torch.testing.assert_close(inv3, inv)                                       # dynamic changes nothing up to the original length
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("D", [16, 64])
+@pytest.mark.parametrize("sc", scalings(4.0), ids=lambda s: s.get('rope_type') or s.get('type'))
+@pytest.mark.parametrize("interleaved", [False])
+def test_scaled_rotary_equals_hugging_face_llama_rotary(D, sc, interleaved):
+    "Rotating q with our cos/sin equals rotating it with LlamaRotaryEmbedding's, at positions past the original length."
+    torch.manual_seed(0)
+    hf = LlamaRotaryEmbedding(hf_config(D, 10000.0, dict(sc), hf_max_pos(sc)))
+    ours = RotaryEmbedding(D, scaling=sc)
+    T = 6 * L0                                                                   # positions 0 .. 383, well past L0 = 64
+    pos = torch.arange(T)[None]                                                  # (1, T)
+    cos, sin = hf(torch.zeros(1, T, D), pos)                                     # (1, T, D) each, attention factor included
+    q = torch.randn(1, 2, T, D)                                                  # (B, H, T, D)
+    ref = q * cos[:, None] + rotate_half(q) * sin[:, None]
+    torch.testing.assert_close(ours(q, positions=pos[0]), ref, atol=5e-4, rtol=0)   # HF: float32 angles up to 383 rad, |q| up to ~4
+    torch.testing.assert_close(ours(q), ref, atol=5e-4, rtol=0)                # offset path, same result
+    steps = torch.cat([ours(q[:, :, t:t + 1], offset=t) for t in range(L0 - 2, L0 + 2)], 2)  # decoding across L0
+    if (sc.get('rope_type') or sc.get('type')) != 'dynamic':                    # dynamic depends on the length in use
+        torch.testing.assert_close(steps, ref[:, :, L0 - 2:L0 + 2], atol=5e-4, rtol=0)
+
+
+def test_rope_scaling_reaches_attention_factor_and_modules():
+    sc = {'rope_type': 'yarn', 'factor': 8.0, 'original_max_position_embeddings': 32}
+    rope = RotaryEmbedding(16, scaling=sc)
+    assert rope.attention_factor == pytest.approx(0.1 * math.log(8) + 1)
+    x = torch.randn(1, 1, 5, 16, dtype=f64)
+    assert torch.linalg.vector_norm(rope(x), dim=-1).div(torch.linalg.vector_norm(x, dim=-1)).sub(rope.attention_factor).abs().max() < 1e-12
+    assert 'yarn' in repr(rope)
+    lin = RotaryEmbedding(16, scaling={'rope_type': 'linear', 'factor': 4.0})
+    torch.testing.assert_close(lin(x, positions=torch.arange(0, 20, 4)), RotaryEmbedding(16)(x, positions=torch.arange(5)))  # m -> m/4
+
+
+GOOD = {'rope_type': 'llama3', 'factor': 8.0, 'original_max_position_embeddings': 64, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0}
+
+
+@pytest.mark.parametrize("scaling,exc,msg", [
+    ({'rope_type': 'linear', 'factor': 0.0}, ValueError, r"scaling\['factor'\]=0.0 must be a finite number >= 1"),
+    ({'rope_type': 'linear', 'factor': -2}, ValueError, r"scaling\['factor'\]=-2 must be a finite number >= 1"),
+    ({'rope_type': 'linear', 'factor': 0.5}, ValueError, r"scaling\['factor'\]=0.5 must be a finite number >= 1"),
+    ({'rope_type': 'linear', 'factor': float('nan')}, ValueError, r"scaling\['factor'\]=nan must be a finite number >= 1"),
+    ({'rope_type': 'linear', 'factor': float('inf')}, ValueError, r"scaling\['factor'\]=inf must be a finite number"),
+    ({'rope_type': 'linear', 'factor': '2'}, TypeError, r"scaling\['factor'\]='2' must be a number >= 1"),
+    ({'rope_type': 'linear', 'factor': True}, TypeError, r"scaling\['factor'\]=True must be a number"),
+    ({'rope_type': 'linear'}, ValueError, r"rope_type='linear' needs the keys \['factor'\]"),
+    ({'rope_type': 'ntk', 'factor': 2.0}, ValueError, r"scaling rope_type='ntk' is not supported: use one of \['default', 'dynamic', 'linear', 'llama3', 'yarn'\]"),
+    ({'rope_type': 'longrope', 'factor': 2.0}, ValueError, "rope_type='longrope' is not supported"),
+    ({'factor': 2.0}, ValueError, "rope_type=None is not supported"),
+    ({'rope_type': 'linear', 'type': 'yarn', 'factor': 2.0}, ValueError, "rope_type='linear' and type='yarn': they must agree"),
+    ({'rope_type': 'linear', 'factor': 2.0, 'beta_fast': 3}, ValueError,
+     r"scaling keys \['beta_fast'\] are not used by rope_type='linear'"),
+    ({**GOOD, 'fator': 2.0}, ValueError, r"scaling keys \['fator'\] are not used by rope_type='llama3'"),
+    ({'rope_type': 'dynamic', 'factor': 2.0}, ValueError, r"needs the keys \['original_max_position_embeddings'\]"),
+    ({'rope_type': 'dynamic', 'factor': 2.0, 'original_max_position_embeddings': 0}, ValueError,
+     r"scaling\['original_max_position_embeddings'\]=0 must be"),
+    ({'rope_type': 'dynamic', 'factor': 2.0, 'original_max_position_embeddings': 64.0}, TypeError,
+     r"scaling\['original_max_position_embeddings'\]=64.0 must be"),
+    ({**GOOD, 'high_freq_factor': 1.0}, ValueError, r"scaling\['high_freq_factor'\]=1.0 must be a finite number > low_freq_factor=1.0"),
+    ({**GOOD, 'low_freq_factor': 0}, ValueError, r"scaling\['low_freq_factor'\]=0 must be a finite number > 0"),
+    ({'rope_type': 'yarn', 'factor': 4.0, 'original_max_position_embeddings': 64, 'beta_fast': 1, 'beta_slow': 2}, ValueError,
+     "beta_fast=1.0 must be > beta_slow=2.0"),
+    ({'rope_type': 'yarn', 'factor': 4.0, 'original_max_position_embeddings': 64, 'attention_factor': -1.0}, ValueError,
+     r"scaling\['attention_factor'\]=-1.0 must be a finite number > 0"),
+    ({'rope_type': 'yarn', 'factor': 4.0, 'original_max_position_embeddings': 64, 'mscale': float('nan')}, ValueError,
+     r"scaling\['mscale'\]=nan must be a finite number >= 0"),
+    ({'rope_type': 'yarn', 'factor': 4.0, 'original_max_position_embeddings': 64, 'truncate': 1}, TypeError,
+     r"scaling\['truncate'\]=1 must be a bool"),
+    ({'rope_type': 'linear', 'factor': 2.0, 'rope_theta': 500000.0}, ValueError, r"scaling\['rope_theta'\]=500000.0 must equal base=10000.0"),
+    ({'rope_type': 'linear', 'factor': 2.0, 'partial_rotary_factor': 0.5}, ValueError,
+     r"scaling\['partial_rotary_factor'\]=0.5 is not supported"),
+    ('linear', TypeError, "scaling='linear' must be None or a dict"),
+])
+def test_rope_scaling_bad_inputs(scaling, exc, msg):
+    for call in (lambda: RotaryEmbedding(16, scaling=scaling), lambda: rope_inv_freq(16, 10000.0, scaling),
+                 lambda: check_rope_scaling(scaling)):
+        with pytest.raises(exc, match=msg):
+            call()
+
+
+def test_rope_scaling_other_bad_inputs():
+    dyn = {'rope_type': 'dynamic', 'factor': 2.0, 'original_max_position_embeddings': 64}
+    with pytest.raises(ValueError, match="seq_len=0 must be"): rope_inv_freq(16, 10000.0, dyn, seq_len=0)
+    with pytest.raises(ValueError, match="max_cached=0 must be"): RotaryEmbedding(16, max_cached=0)
+    with pytest.raises(ValueError, match="head_dim=7 must be"): rope_inv_freq(7)
+    with pytest.raises(ValueError, match="positions must be an integer tensor"):
+        RotaryEmbedding(16)(torch.zeros(1, 3, 16), positions=torch.ones(3, dtype=torch.bool))
+    assert check_rope_scaling(None) is None
+    assert check_rope_scaling({'type': 'yarn', 'factor': 4, 'original_max_position_embeddings': 64}) == {
+        'rope_type': 'yarn', 'factor': 4.0, 'original_max_position_embeddings': 64, 'beta_fast': 32.0, 'beta_slow': 1.0,
+        'attention_factor': None, 'mscale': None, 'mscale_all_dim': None, 'truncate': True}

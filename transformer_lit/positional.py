@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['sinusoidal_frequencies', 'sinusoidal_encoding', 'rotation_matrix', 'SinusoidalPositionalEmbedding',
-           'LearnedPositionalEmbedding', 'rotate_half', 'rotate_interleaved', 'apply_rotary', 'RotaryEmbedding',
-           'alibi_slopes', 'alibi_bias']
+           'LearnedPositionalEmbedding', 'rotate_half', 'rotate_interleaved', 'apply_rotary', 'check_rope_scaling',
+           'rope_inv_freq', 'RotaryEmbedding', 'alibi_slopes', 'alibi_bias']
 
 # %% ../nbs/05_positional.ipynb #p05c003
 import math
@@ -105,27 +105,153 @@ def apply_rotary(x:Tensor, # (..., T, D)
     rot = rotate_interleaved if interleaved else rotate_half
     return x * cos + rot(x) * sin
 
+# %% ../nbs/05_positional.ipynb #p05r001
+_SCALING_KEYS = {  # rope_type -> the keys it reads besides rope_type/type (required ones first)
+    'default': ((), ('original_max_position_embeddings',)),
+    'linear': (('factor',), ('original_max_position_embeddings',)),
+    'dynamic': (('factor', 'original_max_position_embeddings'), ()),
+    'yarn': (('factor', 'original_max_position_embeddings'),
+             ('beta_fast', 'beta_slow', 'attention_factor', 'mscale', 'mscale_all_dim', 'truncate')),
+    'llama3': (('factor', 'original_max_position_embeddings', 'low_freq_factor', 'high_freq_factor'), ()),
+}
+
+def _finite(key, v, rule, ok):
+    "Return float(v) if v is a real number satisfying ok(v), else raise naming key, value and rule."
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"scaling[{key!r}]={v!r} must be a number {rule}")
+    if not (math.isfinite(v) and ok(v)): raise ValueError(f"scaling[{key!r}]={v!r} must be a finite number {rule}")
+    return float(v)
+
+def check_rope_scaling(scaling:dict|None, # None, or a Hugging Face rope_scaling / rope_parameters dict
+                       base:float=10000.0, # the model's rope_theta; a "rope_theta" key must agree with it
+                      )->dict|None: # a clean copy: rope_type set, numbers as float, yarn defaults filled in
+    "Validate a rope scaling dict key by key; None and rope_type default mean no scaling."
+    if scaling is None: return None
+    if not isinstance(scaling, dict): raise TypeError(f"scaling={scaling!r} must be None or a dict such as {{'rope_type': 'linear', 'factor': 2.0}}")
+    s = dict(scaling)
+    t, t_old = s.pop('rope_type', None), s.pop('type', None)
+    if t is not None and t_old is not None and t != t_old:
+        raise ValueError(f"scaling has rope_type={t!r} and type={t_old!r}: they must agree")
+    t = t if t is not None else t_old
+    if t not in _SCALING_KEYS:
+        raise ValueError(f"scaling rope_type={t!r} is not supported: use one of {sorted(_SCALING_KEYS)}")
+    if 'rope_theta' in s:                                   # Hugging Face 5.x keeps the base inside the dict
+        theta = s.pop('rope_theta')
+        if theta is not None and theta != base: raise ValueError(f"scaling['rope_theta']={theta!r} must equal base={base!r}")
+    if s.get('partial_rotary_factor', 1.0) != 1.0:
+        raise ValueError(f"scaling['partial_rotary_factor']={s['partial_rotary_factor']!r} is not supported: only 1.0 (all dimensions rotate)")
+    s.pop('partial_rotary_factor', None)
+    required, optional = _SCALING_KEYS[t]
+    unknown = sorted(set(s) - set(required) - set(optional))
+    if unknown: raise ValueError(f"scaling keys {unknown} are not used by rope_type={t!r}: it takes {list(required + optional)}")
+    missing = [k for k in required if s.get(k) is None]
+    if missing: raise ValueError(f"scaling with rope_type={t!r} needs the keys {missing}")
+    out = {'rope_type': t}
+    if 'factor' in required: out['factor'] = _finite('factor', s['factor'], '>= 1', lambda v: v >= 1)
+    if s.get('original_max_position_embeddings') is not None:
+        n = s['original_max_position_embeddings']
+        check_int("scaling['original_max_position_embeddings']", n)
+        out['original_max_position_embeddings'] = n
+    if t == 'llama3':
+        lo = _finite('low_freq_factor', s['low_freq_factor'], '> 0', lambda v: v > 0)
+        hi = _finite('high_freq_factor', s['high_freq_factor'], f'> low_freq_factor={lo}', lambda v: v > lo)
+        out.update(low_freq_factor=lo, high_freq_factor=hi)
+    if t == 'yarn':
+        for k, d in (('beta_fast', 32.0), ('beta_slow', 1.0)):   # Hugging Face: a missing (or 0) beta takes the paper's value
+            out[k] = _finite(k, s[k], '> 0', lambda v: v > 0) if s.get(k) else d
+        if out['beta_fast'] <= out['beta_slow']:
+            raise ValueError(f"scaling beta_fast={out['beta_fast']} must be > beta_slow={out['beta_slow']}")
+        for k in ('attention_factor', 'mscale', 'mscale_all_dim'):
+            out[k] = None if s.get(k) is None else _finite(k, s[k], '> 0' if k == 'attention_factor' else '>= 0',
+                                                           (lambda v: v > 0) if k == 'attention_factor' else (lambda v: v >= 0))
+        tr = s.get('truncate', True)
+        if not isinstance(tr, bool): raise TypeError(f"scaling['truncate']={tr!r} must be a bool")
+        out['truncate'] = tr
+    return out
+
+# %% ../nbs/05_positional.ipynb #p05r002
+def _yarn_mscale(factor, mscale=1.0):
+    "YaRN's attention temperature 0.1·mscale·ln(factor) + 1 (1 for factor <= 1)."
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
+
+def rope_inv_freq(head_dim:int, # D, even
+                  base:float=10000.0, # theta_i = base^(-2i/D) before scaling
+                  scaling:dict|None=None, # None or a Hugging Face rope_scaling dict (see check_rope_scaling)
+                  seq_len:int|None=None, # dynamic only: positions 0 .. seq_len-1 are in use (None: the original length)
+                 )->tuple: # (inv_freq (D/2,) float64, attention_factor float that multiplies cos and sin)
+    "The inverse frequencies and the attention factor of RoPE with optional scaling, as Hugging Face computes them."
+    check_int('head_dim', head_dim, even=True); _check_base(base)
+    s = check_rope_scaling(scaling, base)
+    t = 'default' if s is None else s['rope_type']
+    inv = sinusoidal_frequencies(head_dim, base)                          # (D/2,) float64
+    if t == 'default': return inv, 1.0
+    f = s['factor']
+    if t == 'linear': return inv / f, 1.0                                 # position interpolation: m -> m / f
+    L = s['original_max_position_embeddings']
+    if t == 'dynamic':                                                    # NTK-aware base change, recomputed per length
+        if seq_len is not None: check_int('seq_len', seq_len)
+        n = L if seq_len is None else max(seq_len, L)
+        b = base * (f * n / L - (f - 1)) ** (head_dim / (head_dim - 2)) if head_dim > 2 else base
+        return sinusoidal_frequencies(head_dim, b), 1.0
+    wavelen = 2 * math.pi / inv                                           # (D/2,)
+    if t == 'llama3':
+        lo_w, hi_w = L / s['low_freq_factor'], L / s['high_freq_factor']    # long and short wavelength thresholds
+        smooth = (L / wavelen - s['low_freq_factor']) / (s['high_freq_factor'] - s['low_freq_factor'])
+        mid = (1 - smooth) * inv / f + smooth * inv                       # blend between interpolated and original
+        return torch.where(wavelen > lo_w, inv / f, torch.where(wavelen < hi_w, inv, mid)), 1.0
+    # yarn: interpolate the slow pairs, keep the fast ones, ramp in between; temperature on cos/sin
+    af = s['attention_factor']
+    if af is None:
+        af = (_yarn_mscale(f, s['mscale']) / _yarn_mscale(f, s['mscale_all_dim'])) if s['mscale'] and s['mscale_all_dim'] \
+             else _yarn_mscale(f)
+    def dim_of(rotations): return head_dim * math.log(L / (rotations * 2 * math.pi)) / (2 * math.log(base))
+    lo, hi = dim_of(s['beta_fast']), dim_of(s['beta_slow'])               # pairs completing beta_fast / beta_slow turns in L
+    if s['truncate']: lo, hi = math.floor(lo), math.ceil(hi)
+    lo, hi = max(lo, 0), min(hi, head_dim - 1)
+    if lo == hi: hi += 0.001
+    ramp = ((torch.arange(head_dim // 2, dtype=torch.float64) - lo) / (hi - lo)).clamp(0, 1)  # (D/2,) 0 fast .. 1 slow
+    return inv / f * ramp + inv * (1 - ramp), float(af)
+
 # %% ../nbs/05_positional.ipynb #p05c031
 class RotaryEmbedding(nn.Module):
-    "Rotates (..., T, head_dim) queries or keys by their positions; cos/sin tables cached per (length, dtype, device)."
+    "Rotates (..., T, head_dim) queries or keys by their positions, with optional Hugging Face style rope scaling."
     def __init__(self, head_dim:int, # D, must be even
                  base:float=10000.0, # theta_i = base^(-2i/D)
-                 interleaved:bool=False): # True: pairs (2i, 2i+1) as in RoFormer; False: (i, i+D/2) as in LLaMA/HF
+                 interleaved:bool=False, # True: pairs (2i, 2i+1) as in RoFormer; False: (i, i+D/2) as in LLaMA/HF
+                 scaling:dict|None=None, # None or a rope_scaling dict: linear, dynamic, yarn, llama3 (see rope_inv_freq)
+                 max_cached:int=16384): # longest cos/sin table kept; rows for positions beyond it are computed per call
         super().__init__()
-        check_int('head_dim', head_dim, even=True); _check_base(base)
-        self.head_dim, self.base, self.interleaved = head_dim, float(base), bool(interleaved)
+        check_int('head_dim', head_dim, even=True); _check_base(base); check_int('max_cached', max_cached)
+        self.head_dim, self.base, self.interleaved, self.max_cached = head_dim, float(base), bool(interleaved), max_cached
+        self.scaling = check_rope_scaling(scaling, self.base)
+        self.inv_freq, self.attention_factor = rope_inv_freq(head_dim, self.base, self.scaling)  # (D/2,) float64, float
         self._cache = {}                                         # (length, dtype, device) -> (cos, sin)
 
+    def _dynamic(self, seq_len):
+        "True when dynamic scaling changes the frequencies for this many positions."
+        s = self.scaling
+        return s is not None and s['rope_type'] == 'dynamic' and seq_len > s['original_max_position_embeddings']
+
+    def rows(self, positions:Tensor, # integer positions, any shape
+             dtype=torch.float32, device=None, seq_len:int|None=None)->tuple: # cos, sin of shape positions.shape + (D,)
+        "cos and sin for the given positions only, computed in float64 and never cached."
+        inv, af = (rope_inv_freq(self.head_dim, self.base, self.scaling, seq_len) if seq_len is not None and self._dynamic(seq_len)
+                   else (self.inv_freq, self.attention_factor))
+        ang = positions.to('cpu', torch.float64)[..., None] * inv                    # (..., D/2)
+        ang = ang.repeat_interleave(2, -1) if self.interleaved else torch.cat((ang, ang), -1)  # (..., D)
+        return tuple((f(ang) * af).to(device=device, dtype=dtype) for f in (torch.cos, torch.sin))
+
     def tables(self, length:int, dtype=torch.float32, device=None)->tuple:
-        "cos and sin, each (n, head_dim) with n >= length, for positions 0 .. n-1."
+        "cos and sin, each (n, head_dim) with n >= length, for positions 0 .. n-1; cached while n <= max_cached."
+        check_int('length', length)
         device = torch.device(device if device is not None else 'cpu')
+        if length > self.max_cached or self._dynamic(length):                        # too long to keep, or length-dependent
+            return self.rows(torch.arange(length), dtype, device, seq_len=length)
         for (n, dt, dev), tabs in self._cache.items():
             if dt == dtype and dev == device and n >= length: return tabs           # a long enough table exists
-        n = max(64, 1 << (length - 1).bit_length())                                 # round up to a power of two
-        ang = torch.arange(n, dtype=torch.float64)[:, None] * sinusoidal_frequencies(self.head_dim, self.base)  # (n, D/2)
-        ang = ang.repeat_interleave(2, -1) if self.interleaved else torch.cat((ang, ang), -1)  # (n, D)
+        n = min(max(64, 1 << (length - 1).bit_length()), self.max_cached)           # round up to a power of two, capped
         self._cache = {k: t for k, t in self._cache.items() if k[1:] != (dtype, device)}  # drop the shorter one
-        self._cache[(n, dtype, device)] = tabs = (ang.cos().to(device=device, dtype=dtype), ang.sin().to(device=device, dtype=dtype))
+        self._cache[(n, dtype, device)] = tabs = self.rows(torch.arange(n), dtype, device)
         return tabs
 
     def forward(self, x:Tensor, # (..., T, head_dim), e.g. (B, H, T, D)
@@ -137,19 +263,26 @@ class RotaryEmbedding(nn.Module):
         T = x.shape[-2]
         if positions is None:
             check_int('offset', offset, minimum=0)
-            cos, sin = self.tables(offset + T, x.dtype, x.device)
-            cos, sin = cos[offset:offset + T], sin[offset:offset + T]          # (T, D)
+            n = offset + T
+            if n <= self.max_cached and not self._dynamic(n):
+                cos, sin = self.tables(n, x.dtype, x.device)
+                cos, sin = cos[offset:n], sin[offset:n]                                # (T, D)
+            else: cos, sin = self.rows(torch.arange(offset, n), x.dtype, x.device, seq_len=n)  # (T, D), only these rows
         else:
-            if not torch.is_tensor(positions) or positions.is_floating_point() or positions.dim() not in (1, 2) \
-                    or positions.shape[-1] != T:
+            if not torch.is_tensor(positions) or positions.is_floating_point() or positions.is_complex() \
+                    or positions.dtype == torch.bool or positions.dim() not in (1, 2) or positions.shape[-1] != T:
                 raise ValueError(f"positions must be an integer tensor of shape (T,) or (B, T) with T={T}")
             if positions.numel() and positions.min() < 0: raise ValueError("positions must be >= 0")
-            cos, sin = self.tables(int(positions.max()) + 1 if positions.numel() else 1, x.dtype, x.device)
-            cos, sin = cos[positions], sin[positions]                          # (T, D) or (B, T, D)
+            n = int(positions.max()) + 1 if positions.numel() else 1
+            if n <= self.max_cached and not self._dynamic(n):
+                cos, sin = self.tables(n, x.dtype, x.device)
+                cos, sin = cos[positions.to(cos.device)], sin[positions.to(cos.device)]  # (T, D) or (B, T, D)
+            else: cos, sin = self.rows(positions, x.dtype, x.device, seq_len=n)       # (T, D) or (B, T, D)
             if positions.dim() == 2 and x.dim() == 4: cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, D)
         return apply_rotary(x, cos, sin, self.interleaved)
 
-    def extra_repr(self): return f'head_dim={self.head_dim}, base={self.base}, interleaved={self.interleaved}'
+    def extra_repr(self):
+        return f'head_dim={self.head_dim}, base={self.base}, interleaved={self.interleaved}, scaling={self.scaling}'
 
 # %% ../nbs/05_positional.ipynb #p05c044
 def _alibi_slopes_list(n):
