@@ -4,25 +4,30 @@
 
 # %% ../nbs/09_training.ipynb #4f0c8cb5
 from __future__ import annotations
-import argparse, inspect, json, math, os, sys
-from dataclasses import dataclass, asdict
+import argparse, hashlib, inspect, json, math, numbers, os, resource, socket, sys, tempfile, time, traceback
+from contextlib import nullcontext
+from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torch.distributed as dist
+import torch.utils.checkpoint
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 from .attention import check_int
 from .masks import padding_mask
+from .blocks import EncoderBlock, DecoderBlock, DecoderOnlyBlock
 from .model import TransformerConfig, Transformer, DecoderOnlyLM, count_parameters
 
 # %% auto #0
-__all__ = ['SPECIALS', 'PAD', 'BOS', 'EOS', 'STDLIB_MODULES', 'TASKS', 'Vocab', 'reverse_pairs', 'number_to_words', 'word_tokens',
-           'split_numbers', 'translate_pairs', 'Seq2SeqData', 'LMData', 'stdlib_corpus', 'char_lm_data', 'noam_lr',
-           'TrainConfig', 'model_logits', 'batch_loss', 'make_optimizer', 'evaluate_loss', 'greedy_translate',
-           'exact_match', 'save_checkpoint', 'load_checkpoint', 'world', 'batch_indices', 'train',
+__all__ = ['SPECIALS', 'PAD', 'BOS', 'EOS', 'STDLIB_MODULES', 'PRECISIONS', 'PARALLEL', 'TASKS', 'Vocab', 'reverse_pairs',
+           'number_to_words', 'word_tokens', 'split_numbers', 'translate_pairs', 'translate_vocab', 'numbers_by_digits',
+           'Seq2SeqData', 'LMData', 'stdlib_corpus', 'char_lm_data', 'noam_lr', 'TrainConfig', 'model_logits',
+           'batch_loss', 'autocast', 'model_blocks', 'set_checkpointing', 'make_optimizer', 'evaluate_loss',
+           'greedy_translate', 'match_flags', 'exact_match', 'save_checkpoint', 'load_checkpoint', 'world',
+           'batch_indices', 'step_seed', 'parallel_mode', 'shard', 'state_bytes', 'train', 'launch', 'train_job',
            'cross_attention_weights', 'make_task', 'make_model', 'main']
 
 # %% ../nbs/09_training.ipynb #c6c814c9
@@ -114,6 +119,21 @@ def translate_pairs(numbers, # integers in [0, 999999]
     pairs = [(word_tokens(number_to_words(n)), list(str(n))) for n in numbers]
     return pairs if direction == "words2digits" else [(d, w) for w, d in pairs]
 
+def translate_vocab() -> Vocab:
+    "The shared vocabulary of the number task: the specials, every number word and the ten digits."
+    return Vocab(sorted({t for p in translate_pairs(range(1000)) + translate_pairs([1000]) for s in p for t in s}))
+
+def numbers_by_digits(per_digits: int, # how many numbers of each length 1 ... 6 (fewer when fewer exist)
+                      exclude=(), # numbers never to draw (the training and validation numbers)
+                      seed: int=0) -> list:
+    "Numbers stratified by their number of digits, none of them in `exclude`: a test set that measures short numbers too."
+    check_int("per_digits", per_digits)
+    g, out, banned = torch.Generator().manual_seed(seed), [], set(exclude)
+    for d in range(1, 7):
+        pool = [n for n in range(0 if d == 1 else 10 ** (d - 1), 10 ** d) if n not in banned]
+        out += [pool[i] for i in torch.randperm(len(pool), generator=g)[:per_digits].tolist()]
+    return out
+
 # %% ../nbs/09_training.ipynb #d439a583
 class Seq2SeqData:
     "(source, target) token pairs in one shared `Vocab`, served as right-padded batches."
@@ -199,11 +219,24 @@ def noam_lr(step: int, # optimizer step, counted from 1
     return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 
 # %% ../nbs/09_training.ipynb #b684c570
+PRECISIONS = ("fp32", "bf16", "fp16")      # float32; bfloat16 autocast; float16 autocast with a GradScaler (CUDA only)
+PARALLEL = ("none", "ddp", "fsdp")          # one process; DistributedDataParallel; FSDP2 (fully_shard per block)
+
+def _check_real(name, value, rule, ok, allow_none=False):
+    "Return a finite real `value` for which ok(value) holds; else TypeError/ValueError naming `name`, the value and `rule`."
+    if value is None and allow_none: return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real): raise TypeError(f"{name}={value!r} must be {rule}")
+    if not math.isfinite(value) or not ok(value): raise ValueError(f"{name}={value!r} must be {rule}")
+    return value
+
+def _check_bool(name, value):
+    if not isinstance(value, bool): raise TypeError(f"{name}={value!r} must be a bool (True or False)")
+
 @dataclass
 class TrainConfig:
-    "How to train: steps, batch, the schedule, regularisation, evaluation and where to run."
+    "How to train: steps, batch, the schedule, regularisation, evaluation, precision, accumulation and where to run."
     steps: int = 1000               # optimizer steps in total (a resumed run continues up to this)
-    batch_size: int = 64            # global batch: split evenly over the processes under DDP
+    batch_size: int = 64            # global batch: split evenly over the processes, then into grad_accum micro-batches
     warmup: int = 400               # warm-up steps of the inverse-square-root schedule
     lr_factor: float = 1.0          # scales `noam_lr`
     betas: tuple = (0.9, 0.98)      # Adam β1, β2 (Vaswani et al. §5.3)
@@ -213,14 +246,38 @@ class TrainConfig:
     clip: float|None = 1.0          # max global gradient norm; None: no clipping
     eval_every: int = 100           # evaluate (and save a checkpoint) every this many steps
     eval_items: int = 512           # examples (windows for an LM) in one evaluation
-    seed: int = 0                   # seeds the model's dropout and which examples form each batch
+    seed: int = 0                   # seeds the batches and, with the step and the rank, the dropout masks
     device: str = "cpu"
     progress: bool = True           # tqdm bar (tqdm.auto: a widget in Jupyter, text in a terminal)
+    precision: str = "fp32"         # one of PRECISIONS: "bf16" autocasts on CPU and CUDA; "fp16" needs CUDA
+    grad_accum: int = 1             # micro-batches per optimizer step (must divide batch_size)
+    checkpointing: bool = False     # recompute each block's activations in the backward pass (torch.utils.checkpoint)
+    parallel: str|None = None       # None: DDP when several processes run, else one; or one of PARALLEL
 
     def __post_init__(self):
-        for name in ("steps", "batch_size", "warmup", "eval_every", "eval_items"): check_int(name, getattr(self, name))
-        if not 0 <= self.label_smoothing < 1: raise ValueError(f"label_smoothing={self.label_smoothing!r} must be in [0, 1)")
-        if self.clip is not None and not self.clip > 0: raise ValueError(f"clip={self.clip!r} must be > 0 or None")
+        for name in ("steps", "batch_size", "warmup", "eval_every", "eval_items", "grad_accum"): check_int(name, getattr(self, name))
+        check_int("seed", self.seed, 0)
+        _check_real("lr_factor", self.lr_factor, "a finite number > 0", lambda v: v > 0)
+        if not isinstance(self.betas, (tuple, list)) or len(self.betas) != 2:
+            raise TypeError(f"betas={self.betas!r} must be a pair (β1, β2) of numbers in [0, 1)")
+        for i, b in enumerate(self.betas): _check_real(f"betas[{i}]", b, "a number in [0, 1)", lambda v: 0 <= v < 1)
+        _check_real("eps", self.eps, "a finite number > 0", lambda v: v > 0)
+        _check_real("weight_decay", self.weight_decay, "a finite number >= 0", lambda v: v >= 0)
+        _check_real("label_smoothing", self.label_smoothing, "a number in [0, 1)", lambda v: 0 <= v < 1)
+        _check_real("clip", self.clip, "a finite number > 0, or None", lambda v: v > 0, allow_none=True)
+        if not isinstance(self.device, (str, torch.device)): raise TypeError(f"device={self.device!r} must be a str such as 'cpu' or 'cuda:0'")
+        try: self.device = str(torch.device(self.device))
+        except RuntimeError: raise ValueError(f"device={self.device!r} must name a torch device such as 'cpu' or 'cuda:0'") from None
+        for name in ("progress", "checkpointing"): _check_bool(name, getattr(self, name))
+        if self.precision not in PRECISIONS: raise ValueError(f"precision={self.precision!r} must be one of {PRECISIONS}")
+        if self.precision == "fp16" and not self.device.startswith("cuda"):
+            raise ValueError(f"precision='fp16' needs a CUDA device, got device={self.device!r}: float16 needs a GradScaler "
+                             "and is slow on the CPU; use precision='bf16' (or 'fp32') there")
+        if self.parallel is not None and self.parallel not in PARALLEL:
+            raise ValueError(f"parallel={self.parallel!r} must be None or one of {PARALLEL}")
+        if self.batch_size % self.grad_accum:
+            raise ValueError(f"batch_size={self.batch_size} must be divisible by grad_accum={self.grad_accum}: "
+                             "a step is grad_accum micro-batches of equal size")
 
 # %% ../nbs/09_training.ipynb #e94723ca
 def model_logits(model: nn.Module, batch: dict) -> Tensor: # (B, T, V)
@@ -237,6 +294,31 @@ def batch_loss(model: nn.Module, batch: dict,
     t = batch["targets"].flatten()                                         # (B*T,)
     total = F.cross_entropy(z, t, ignore_index=-100, label_smoothing=label_smoothing, reduction="sum")
     return total, (t != -100).sum()
+
+# %% ../nbs/09_training.ipynb #a7c10001
+def autocast(cfg: TrainConfig):
+    "The autocast context of `cfg.precision`: nothing for fp32, bfloat16 or float16 autocast on the config's device."
+    if cfg.precision == "fp32": return nullcontext()
+    dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float16
+    return torch.autocast(torch.device(cfg.device).type, dtype=dtype)
+
+def model_blocks(model: nn.Module) -> list:
+    "The Transformer blocks of a model, in order (encoder, decoder or decoder-only blocks)."
+    return [m for m in model.modules() if isinstance(m, (EncoderBlock, DecoderBlock, DecoderOnlyBlock))]
+
+def set_checkpointing(model: nn.Module, enabled: bool=True) -> nn.Module:
+    "Make every block recompute its activations in the backward pass (torch.utils.checkpoint), or undo it."
+    _check_bool("enabled", enabled)
+    for block in model_blocks(model):
+        if "forward" in block.__dict__: del block.forward                # undo an earlier call: the class's forward again
+        if not enabled: continue
+        plain = block.forward                                            # bound method of the class
+        def forward(*args, _plain=plain, _block=block, **kwargs):
+            if _block.training and torch.is_grad_enabled():              # evaluation and decoding run as usual
+                return torch.utils.checkpoint.checkpoint(_plain, *args, use_reentrant=False, **kwargs)
+            return _plain(*args, **kwargs)
+        block.forward = forward                                          # an instance attribute: nn.Module.__call__ runs it
+    return model
 
 # %% ../nbs/09_training.ipynb #2a24410b
 def make_optimizer(model: nn.Module, cfg: TrainConfig, d_model: int) -> tuple: # (AdamW, LambdaLR)
@@ -276,31 +358,74 @@ def greedy_translate(model: Transformer, data: Seq2SeqData, idx, # which example
         preds.append(row[:row.index(EOS)] if EOS in row else row)
     return preds
 
-def exact_match(model: Transformer, data: Seq2SeqData, batch_size: int=256, max_items: int|None=None, device="cpu") -> float:
-    "Fraction of examples whose greedy output equals the target exactly."
+def match_flags(model: Transformer, data: Seq2SeqData, batch_size: int=256, max_items: int|None=None, device="cpu") -> list:
+    "For each evaluated example: does its greedy output equal the target exactly?"
     idx = data.eval_indices()[:max_items]
-    hits = 0
+    flags = []
     for chunk in idx.split(batch_size):
         preds = greedy_translate(model, data, chunk, device)
-        hits += sum(p == data.tgt[i] for p, i in zip(preds, chunk.tolist()))
-    return hits / len(idx)
+        flags += [p == data.tgt[i] for p, i in zip(preds, chunk.tolist())]
+    return flags
+
+def exact_match(model: Transformer, data: Seq2SeqData, batch_size: int=256, max_items: int|None=None, device="cpu") -> float:
+    "Fraction of examples whose greedy output equals the target exactly."
+    flags = match_flags(model, data, batch_size, max_items, device)
+    return sum(flags) / len(flags)
 
 # %% ../nbs/09_training.ipynb #dc94b454
+def _sharded(model: nn.Module) -> bool:
+    "True when `fully_shard` has split the model's parameters into DTensors."
+    from torch.distributed.tensor import DTensor
+    return any(isinstance(p, DTensor) for p in model.parameters())
+
 def save_checkpoint(path, model: nn.Module, optimizer=None, scheduler=None, step: int=0, history: dict|None=None):
-    "Save everything a resumed run needs as tensors and plain Python values (loadable with weights_only=True)."
-    state = dict(model=model.state_dict(), step=step, history=history or {}, rng=torch.get_rng_state(),
+    "Save model, optimizer, scheduler, step, history and the model's config as tensors and plain values (weights_only loadable); FSDP: call on every rank, rank 0 writes."
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict, StateDictOptions
+    opts = StateDictOptions(full_state_dict=True, cpu_offload=True)     # gathered whole (FSDP), keyed by parameter names
+    state = dict(model=get_model_state_dict(model, options=opts), step=step, history=history or {},
                  config=asdict(model.config) if hasattr(model, "config") else {})
-    if optimizer is not None: state["optimizer"] = optimizer.state_dict()
+    if optimizer is not None: state["optimizer"] = get_optimizer_state_dict(model, optimizer, options=opts)
     if scheduler is not None: state["scheduler"] = scheduler.state_dict()
+    if world()[0] != 0: return                                          # the other ranks only took part in the gather
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     torch.save(state, tmp); os.replace(tmp, path)           # write then rename: never a half-written checkpoint
 
+def _read_checkpoint(path, device) -> dict:
+    "torch.load(weights_only=True) of a save_checkpoint file, with a ValueError naming the file for anything else."
+    path = Path(path)
+    if not path.is_file(): raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
+    if path.stat().st_size == 0: raise ValueError(f"checkpoint {str(path)!r} is empty (0 bytes): not a file written by save_checkpoint")
+    try: state = torch.load(path, map_location=device, weights_only=True)   # no pickle code is executed
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [""])[0][:160]
+        raise ValueError(f"checkpoint {str(path)!r} cannot be read by torch.load(weights_only=True) "
+                         f"(truncated, corrupted or not a torch file): {type(e).__name__}: {first}") from None
+    if not isinstance(state, dict) or "model" not in state:
+        bare = isinstance(state, dict) and state and all(isinstance(v, Tensor) for v in state.values())
+        raise ValueError(f"checkpoint {str(path)!r} has no 'model' entry: " + ("it is a bare state_dict; load it with "
+                         "model.load_state_dict(torch.load(path, weights_only=True))" if bare else "it was not written by save_checkpoint"))
+    return state
+
 def load_checkpoint(path, model: nn.Module, optimizer=None, scheduler=None, device="cpu") -> dict:
-    "Load a checkpoint with `torch.load(weights_only=True)` into `model` (and optimizer/scheduler); return it."
-    state = torch.load(path, map_location=device, weights_only=True)   # no pickle code is executed
-    model.load_state_dict(state["model"])
-    if optimizer is not None: optimizer.load_state_dict(state["optimizer"])
+    "Load a `save_checkpoint` file into `model` (sharded or not, any world size) and optimizer/scheduler after checking its config; return it."
+    from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict, StateDictOptions
+    state = _read_checkpoint(path, device)
+    saved, mine = state.get("config") or {}, asdict(model.config) if hasattr(model, "config") else {}
+    diff = [f"{k}={saved[k]!r} in the file, {mine[k]!r} in the model" for k in saved if k in mine and saved[k] != mine[k]]
+    if diff: raise ValueError(f"checkpoint {str(path)!r} was saved from another model configuration: " + "; ".join(diff))
+    for name, obj in (("optimizer", optimizer), ("scheduler", scheduler)):
+        if obj is not None and name not in state:
+            raise ValueError(f"checkpoint {str(path)!r} has no {name!r} entry (it was saved without one): pass {name}=None to load the rest")
+    sd, sharded = state["model"], _sharded(model)
+    if sharded:                                   # FSDP: every rank cuts its own shard out of the whole tensors it read
+        from torch.distributed.tensor import DTensor, distribute_tensor
+        mine = model.state_dict()
+        sd = {k: distribute_tensor(v.to(mine[k].device), mine[k].device_mesh, mine[k].placements, src_data_rank=None)
+              if isinstance(mine.get(k), DTensor) else v for k, v in sd.items()}
+    model.load_state_dict(sd)
+    opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=sharded)
+    if optimizer is not None: set_optimizer_state_dict(model, optimizer, state["optimizer"], options=opts)
     if scheduler is not None: scheduler.load_state_dict(state["scheduler"])
     return state
 
@@ -323,42 +448,97 @@ def batch_indices(n: int, # examples in the data set
     idx = torch.randperm(n, generator=g)[:batch_size]                  # the global batch, the same on every rank
     return idx.chunk(world_size)[rank]                                 # contiguous slices: rank r gets slice r
 
+def step_seed(seed: int, step: int, rank: int=0, micro: int=0) -> int:
+    "The RNG seed (dropout) of one micro-batch: a hash of (seed, step, rank, micro), so ranks differ and a resumed run repeats."
+    return int.from_bytes(hashlib.blake2b(f"{seed},{step},{rank},{micro}".encode(), digest_size=8).digest(), "little") >> 1
+
+# %% ../nbs/09_training.ipynb #a7c10002
+def parallel_mode(parallel: str|None, # TrainConfig.parallel
+                 ) -> str: # "none", "ddp" or "fsdp"
+    "Resolve `parallel` against the running process group; refuse ddp/fsdp without one, and 'none' with several processes."
+    if parallel is not None and parallel not in PARALLEL: raise ValueError(f"parallel={parallel!r} must be None or one of {PARALLEL}")
+    ready = dist.is_available() and dist.is_initialized()
+    ws = dist.get_world_size() if ready else 1
+    if parallel is None: return "ddp" if ws > 1 else "none"
+    if parallel in ("ddp", "fsdp") and not ready:
+        raise ValueError(f"parallel={parallel!r} needs an initialised process group: start the script with torchrun "
+                         "(or torch.multiprocessing) and call torch.distributed.init_process_group first")
+    if parallel == "none" and ws > 1:
+        raise ValueError(f"parallel='none' with world_size={ws}: every process would train its own copy; use 'ddp' or 'fsdp'")
+    return parallel
+
+def shard(model: nn.Module) -> nn.Module:
+    "FSDP2: `fully_shard` every block (its parameters split over the ranks), then the root (embeddings, norms, head)."
+    from torch.distributed.fsdp import fully_shard
+    for block in model_blocks(model): fully_shard(block)
+    fully_shard(model)                                                   # in place: `model` becomes an FSDPModule
+    return model
+
+def state_bytes(model: nn.Module, optimizer=None) -> dict:
+    "Bytes this process holds for parameters, gradients and optimizer state (only the local shard under FSDP)."
+    local = lambda t: t.to_local() if hasattr(t, "to_local") else t
+    params = list(model.parameters())
+    out = dict(parameters=sum(local(p).nbytes for p in params),
+               gradients=sum(local(p.grad).nbytes for p in params if p.grad is not None))
+    if optimizer is not None:
+        out["optimizer"] = sum(local(v).nbytes for s in optimizer.state.values() for v in s.values()
+                               if isinstance(v, Tensor) and v.dim() > 0)
+    return out
+
 # %% ../nbs/09_training.ipynb #b5aff284
-def train(model: nn.Module, # a `Transformer` (seq2seq data) or `DecoderOnlyLM` (LM data)
+def train(model: nn.Module, # a `Transformer` (seq2seq data) or `DecoderOnlyLM` (LM data); sharded in place under FSDP
           data, # training Seq2SeqData or LMData
           cfg: TrainConfig,
           val=None, # validation data: its loss every `cfg.eval_every` steps
-          checkpoint=None, # path: saved every `eval_every` steps and at the end (rank 0)
+          checkpoint=None, # path: saved every `eval_every` steps and at the end (gathered to rank 0)
           resume: bool=False, # continue from `checkpoint` if it exists
           on_eval=None, # optional callable(model, step) -> dict of metrics to log; {'stop': True} ends the run
-         ) -> dict: # history: step, loss, lr, grad_norm, and val_step, val_loss (+ on_eval's keys)
-    "Train with AdamW, warm-up, label smoothing and clipping; under torchrun each process takes its slice of the batch."
+         ) -> dict: # history: step, loss, lr, grad_norm, val_step, val_loss (+ on_eval's keys), bytes (`state_bytes`)
+    "Train with AdamW, warm-up, label smoothing, clipping, autocast, accumulation and checkpointing; one process, DDP or FSDP."
     if not isinstance(cfg, TrainConfig): raise TypeError(f"cfg must be a TrainConfig, got {type(cfg).__name__}")
-    rank, ws = world()
+    mode, (rank, ws) = parallel_mode(cfg.parallel), world()
     batch_indices(len(data), cfg.batch_size, 1, cfg.seed, rank, ws)   # check the batch size before any work
+    if cfg.batch_size % (ws * cfg.grad_accum):
+        raise ValueError(f"batch_size={cfg.batch_size} must be divisible by world_size x grad_accum = {ws} x {cfg.grad_accum}: "
+                         "each process splits its share into grad_accum equal micro-batches")
     model.to(cfg.device).train()
-    torch.manual_seed(cfg.seed)                                           # dropout masks
-    opt, sched = make_optimizer(model, cfg, model.config.d_model)
+    set_checkpointing(model, cfg.checkpointing)
+    if mode == "fsdp" and not _sharded(model): shard(model)
+    net = DistributedDataParallel(model) if mode == "ddp" else model    # DDP/FSDP average gradients over processes
+    opt, sched = make_optimizer(model, cfg, model.config.d_model)     # after sharding: the optimizer holds the shards
+    scaler = torch.amp.GradScaler("cuda") if cfg.precision == "fp16" else None
     hist, start = dict(step=[], loss=[], lr=[], grad_norm=[], val_step=[], val_loss=[]), 0
     if resume and checkpoint is not None and Path(checkpoint).exists():
         state = load_checkpoint(checkpoint, model, opt, sched, cfg.device)
         hist, start = state["history"], state["step"]
-        torch.set_rng_state(state["rng"])
-    net = DistributedDataParallel(model) if ws > 1 else model           # DDP averages gradients over processes
     bar = tqdm(range(start + 1, cfg.steps + 1), disable=not cfg.progress or rank != 0, desc="train")
     for step in bar:
-        b = {k: v.to(cfg.device) for k, v in data.batch(batch_indices(len(data), cfg.batch_size, step, cfg.seed, rank, ws)).items()}
-        total, n = batch_loss(net, b, cfg.label_smoothing)
-        stats = torch.stack([total.detach(), n.to(total.dtype)])        # (2,): summed loss, token count
-        if ws > 1: dist.all_reduce(stats)                                  # over the global batch
-        loss = total * ws / stats[1]           # DDP divides the summed gradients by ws: this gives Σloss / N_global
+        idx = batch_indices(len(data), cfg.batch_size, step, cfg.seed, rank, ws)
+        micro = [{k: v.to(cfg.device) for k, v in data.batch(c).items()} for c in idx.chunk(cfg.grad_accum)]
+        n = sum((b["targets"] != -100).sum() for b in micro).to(torch.float32)    # this rank's counted tokens
+        if ws > 1: dist.all_reduce(n)                                            # ... in the global batch
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        total = 0
+        for j, b in enumerate(micro):
+            torch.manual_seed(step_seed(cfg.seed, step, rank, j))                # dropout: its own masks per rank
+            last = j == len(micro) - 1
+            if mode == "fsdp": model.set_requires_gradient_sync(last)         # reduce-scatter once, after the last
+            with (net.no_sync() if mode == "ddp" and not last else nullcontext()):
+                with autocast(cfg): s, _ = batch_loss(net, b, cfg.label_smoothing)
+                loss = s * ws / n      # DDP/FSDP divide the summed gradients by ws: Σ over micro-batches is Σloss / N_global
+                (scaler.scale(loss) if scaler else loss).backward()
+            total += s.detach()
+        if ws > 1: dist.all_reduce(total)
+        if scaler: scaler.unscale_(opt)
         gn = nn.utils.clip_grad_norm_(model.parameters(), cfg.clip if cfg.clip else math.inf)
+        gn = gn.full_tensor() if hasattr(gn, "full_tensor") else gn          # FSDP: a replicated DTensor
         lr = sched.get_last_lr()[0]
-        opt.step(); sched.step()
-        for k, v in zip(("step", "loss", "lr", "grad_norm"), (step, (stats[0] / stats[1]).item(), lr, gn.item())): hist[k].append(v)
+        if scaler: scaler.step(opt); scaler.update()
+        else: opt.step()
+        sched.step()
+        for k, v in zip(("step", "loss", "lr", "grad_norm"), (step, (total / n).item(), lr, gn.item())): hist[k].append(v)
         if step % cfg.eval_every == 0 or step == cfg.steps:
+            stop = False
             if val is not None:
                 hist["val_step"].append(step)
                 hist["val_loss"].append(evaluate_loss(model, val, cfg.batch_size, cfg.eval_items, cfg.device))
@@ -366,10 +546,74 @@ def train(model: nn.Module, # a `Transformer` (seq2seq data) or `DecoderOnlyLM` 
                 stop = bool(extra.pop("stop", False))                # early stopping, decided by the callback
                 for k, v in extra.items(): hist.setdefault(k, []).append(v)
                 bar.set_postfix(loss=f"{hist['loss'][-1]:.3f}", val=f"{hist['val_loss'][-1]:.3f}")
-            if checkpoint is not None and rank == 0: save_checkpoint(checkpoint, model, opt, sched, step, hist)
-            if val is not None and stop: break
+            if checkpoint is not None: save_checkpoint(checkpoint, model, opt, sched, step, hist)   # every rank: FSDP gathers
+            if stop: break
     bar.close()
+    hist["bytes"] = state_bytes(model, opt)                            # what this process held at the end
     return hist
+
+# %% ../nbs/09_training.ipynb #a7c10003
+def _free_port() -> int:
+    with socket.socket() as s: s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
+
+def _launched(fn, rank, world_size, port, backend, args, out):
+    "One spawned process: join the process group, run fn(*args), save its result (or the traceback) for the parent."
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)                                 # the processes share the cores
+    try:
+        dist.init_process_group(backend, rank=rank, world_size=world_size)
+        result = dict(ok=True, value=fn(*args))
+    except BaseException: result = dict(ok=False, error=traceback.format_exc())
+    finally:
+        if dist.is_initialized(): dist.destroy_process_group()
+    torch.save(result, Path(out) / f"rank{rank}.pt")
+
+def launch(fn, # a function importable by name (defined in a module, not in a notebook), called as fn(*args) on every rank
+           world_size: int=2, *args,
+           backend: str="gloo", # "gloo" (CPU) or "nccl" (one GPU per rank)
+           timeout: float=300.0, # seconds before the processes are killed
+          ) -> list: # fn's return value on each rank, in rank order (tensors, numbers, lists, dicts)
+    "Run fn(*args) in world_size fresh processes joined by a process group, as torchrun would, from Python or a notebook."
+    import torch.multiprocessing as mp
+    check_int("world_size", world_size)
+    ctx, port = mp.get_context("spawn"), _free_port()
+    with tempfile.TemporaryDirectory() as out:
+        procs = [ctx.Process(target=_launched, args=(fn, r, world_size, port, backend, args, out)) for r in range(world_size)]
+        for p in procs: p.start()
+        deadline = time.time() + timeout
+        for p in procs: p.join(max(0.0, deadline - time.time()))
+        if any(p.is_alive() for p in procs):
+            for p in procs: p.kill()
+            raise TimeoutError(f"launch: {world_size} processes did not finish within timeout={timeout} s")
+        results = []
+        for r in range(world_size):
+            f = Path(out) / f"rank{r}.pt"
+            if not f.exists(): raise RuntimeError(f"launch: rank {r} died without a result (exit code {procs[r].exitcode})")
+            res = torch.load(f, weights_only=True)
+            if not res["ok"]: raise RuntimeError(f"launch: rank {r} failed:\n{res['error']}")
+            results.append(res["value"])
+    return results
+
+# %% ../nbs/09_training.ipynb #a7c10004
+def train_job(spec: dict, # task, n_train, d_model, n_heads, n_layers, dropout, seed, model_dtype, and cfg (TrainConfig fields)
+              checkpoint=None, resume: bool=False, # as in `train`
+             ) -> dict: # losses, lr, bytes held by this process, world size, whether blocks are sharded, the final full parameters
+    "Build a task and a small model from `spec`, train it, report: the same job in 1 process, under DDP or FSDP (`launch`)."
+    s = dict(task="reverse", n_train=256, d_model=16, n_heads=2, n_layers=1, dropout=0.0, seed=0, model_dtype="float32") | spec
+    tr, _ = make_task(s["task"], s["seed"], s["n_train"], n_val=8, block_size=s.get("block_size", 16))
+    model = make_model(tr, s["d_model"], s["n_heads"], s["n_layers"], s["dropout"], s["seed"]).to(getattr(torch, s["model_dtype"]))
+    cfg = TrainConfig(**{"progress": False, **s.get("cfg", {})})
+    t0 = time.perf_counter()
+    hist = train(model, tr, cfg, checkpoint=checkpoint, resume=resume)
+    seconds = time.perf_counter() - t0
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
+    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))   # collective under FSDP
+    from torch.distributed.tensor import DTensor
+    blocks = model_blocks(model)
+    return dict(loss=hist["loss"], world_size=world()[1], seconds=seconds, bytes=hist["bytes"],
+                full_bytes=sum(v.nbytes for k, v in full.items() if k in dict(model.named_parameters())),
+                blocks_sharded=bool(blocks) and all(isinstance(p, DTensor) for b in blocks for p in b.parameters()),
+                params={k: v.detach().cpu() for k, v in full.items()})
 
 # %% ../nbs/09_training.ipynb #c4d4496d
 @torch.no_grad()
@@ -397,18 +641,22 @@ TASKS = ("reverse", "copy", "translate", "charlm")
 def make_task(task: str, # one of TASKS
               seed: int=0, n_train: int=20_000, n_val: int=1000, # sizes for the synthetic tasks
               block_size: int=64, # context of the character LM
-             ) -> tuple: # (train data, val data)
-    "Build the train and validation data of a named task."
+              n_test: int=0, # > 0: also a test split, disjoint from both (seq2seq tasks)
+             ) -> tuple: # (train data, val data), or (train, val, test) when n_test > 0
+    "Build the train and validation (and test) data of a named task."
     if task not in TASKS: raise ValueError(f"task={task!r} must be one of {TASKS}")
+    check_int("n_test", n_test, 0)
+    if task == "charlm" and n_test: raise ValueError(f"n_test={n_test} must be 0 for task='charlm' (its split is train/val)")
     if task in ("reverse", "copy"):
-        pairs = reverse_pairs(n_train + n_val, 1, 12, 10, copy=task == "copy", seed=seed)
+        pairs = reverse_pairs(n_train + n_val + n_test, 1, 12, 10, copy=task == "copy", seed=seed)
         vocab = Vocab([chr(97 + i) for i in range(10)])
-        return Seq2SeqData(pairs[:n_train], vocab), Seq2SeqData(pairs[n_train:], vocab)
-    if task == "translate":
-        tr, te = split_numbers(n_train, n_val, seed=seed)
-        vocab = Vocab(sorted({t for p in translate_pairs(range(1000)) + translate_pairs([1000]) for s in p for t in s}))
-        return Seq2SeqData(translate_pairs(tr), vocab), Seq2SeqData(translate_pairs(te), vocab)
-    return char_lm_data(stdlib_corpus(), block_size)
+        parts = (pairs[:n_train], pairs[n_train:n_train + n_val], pairs[n_train + n_val:])
+    elif task == "translate":
+        tr, held = split_numbers(n_train, n_val + n_test, seed=seed)
+        vocab = translate_vocab()
+        parts = (translate_pairs(tr), translate_pairs(held[:n_val]), translate_pairs(held[n_val:]))
+    else: return char_lm_data(stdlib_corpus(), block_size)
+    return tuple(Seq2SeqData(p, vocab) for p in (parts if n_test else parts[:2]))
 
 def make_model(data, d_model: int=64, n_heads: int=4, n_layers: int=2, dropout: float=0.0, seed: int=0) -> nn.Module:
     "A small `Transformer` for seq2seq data or `DecoderOnlyLM` for LM data, sized to the data's vocabulary."
@@ -422,47 +670,84 @@ def make_model(data, d_model: int=64, n_heads: int=4, n_layers: int=2, dropout: 
     return DecoderOnlyLM(cfg)
 
 # %% ../nbs/09_training.ipynb #09f99a43
+def _parser() -> argparse.ArgumentParser:
+    d = TrainConfig()
+    p = argparse.ArgumentParser(prog="python -m transformer_lit.train", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                                description="Train a small Transformer on a built-in task and print a JSON summary. "
+                                            "Under torchrun (WORLD_SIZE > 1) every process trains its share of the batch.")
+    p.add_argument("task", choices=TASKS, help="reverse/copy: letter strings; translate: number words to digits; charlm: characters of the standard library")
+    g = p.add_argument_group("training")
+    g.add_argument("--steps", type=int, default=d.steps, help="optimizer steps in total")
+    g.add_argument("--batch-size", type=int, default=d.batch_size, help="global batch (examples per step, all processes)")
+    g.add_argument("--warmup", type=int, default=d.warmup, help="warm-up steps: the learning rate rises until this step")
+    g.add_argument("--lr-factor", type=float, default=d.lr_factor, help="multiplies the inverse-square-root schedule")
+    g.add_argument("--label-smoothing", type=float, default=d.label_smoothing, help="label smoothing of the training loss")
+    g.add_argument("--clip", type=float, default=d.clip, help="max global gradient norm")
+    g.add_argument("--eval-every", type=int, default=200, help="validate (and checkpoint) every this many steps")
+    g.add_argument("--seed", type=int, default=d.seed, help="seeds data, model, batches and dropout")
+    g.add_argument("--precision", choices=PRECISIONS, default=d.precision, help="fp32; bf16 autocast; fp16 autocast with a GradScaler (CUDA only)")
+    g.add_argument("--grad-accum", type=int, default=d.grad_accum, help="micro-batches per step (must divide the batch size)")
+    g.add_argument("--checkpointing", action="store_true", help="recompute block activations in the backward pass")
+    g.add_argument("--parallel", choices=PARALLEL, default=None, help="default: ddp under torchrun, none otherwise")
+    g.add_argument("--device", default=d.device, help="cpu, cuda, cuda:0 ... (under torchrun: cuda:LOCAL_RANK)")
+    m = p.add_argument_group("model and data")
+    m.add_argument("--d-model", type=int, default=64, help="model width")
+    m.add_argument("--heads", type=int, default=4, help="attention heads")
+    m.add_argument("--layers", type=int, default=2, help="blocks in the encoder and in the decoder")
+    m.add_argument("--dropout", type=float, default=0.0, help="dropout probability")
+    m.add_argument("--n-train", type=int, default=20_000, help="training examples of the synthetic tasks")
+    m.add_argument("--block-size", type=int, default=64, help="context length of the character LM")
+    o = p.add_argument_group("output")
+    o.add_argument("--checkpoint", default=None, help="path of the checkpoint written every --eval-every steps")
+    o.add_argument("--resume", action="store_true", help="continue from --checkpoint when it exists")
+    o.add_argument("--no-progress", action="store_true", help="no progress bar")
+    o.add_argument("--dump", default=None, help="directory: each process writes rank<r>.pt (parameters, gradients, losses)")
+    return p
+
 def main(argv=None):
-    "Command line: `python -m transformer_lit.train {reverse,copy,translate,charlm} --steps N --device cpu`; DDP under torchrun."
-    p = argparse.ArgumentParser(prog="python -m transformer_lit.train", description="Train a small Transformer on a built-in task.")
-    p.add_argument("task", help=f"one of {', '.join(TASKS)}")
-    p.add_argument("--steps", type=int, default=1000); p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--warmup", type=int, default=400); p.add_argument("--lr-factor", type=float, default=1.0)
-    p.add_argument("--label-smoothing", type=float, default=0.1); p.add_argument("--clip", type=float, default=1.0)
-    p.add_argument("--d-model", type=int, default=64); p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=2); p.add_argument("--dropout", type=float, default=0.0)
-    p.add_argument("--n-train", type=int, default=20_000); p.add_argument("--block-size", type=int, default=64)
-    p.add_argument("--eval-every", type=int, default=200); p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu"); p.add_argument("--checkpoint", default=None)
-    p.add_argument("--resume", action="store_true"); p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--dump", default=None, help="directory: each process writes rank<r>.pt (parameters and losses)")
+    "Command line: `python -m transformer_lit.train {reverse,copy,translate,charlm} --steps N`; DDP or FSDP under torchrun."
+    p = _parser()
     a = p.parse_args(argv)
-    ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    launched = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if a.parallel in ("ddp", "fsdp") and not launched:
+        p.error(f"--parallel {a.parallel} needs several processes: start with torchrun --nproc-per-node N -m transformer_lit.train ...")
+    if a.steps < a.warmup:
+        print(f"note: --steps {a.steps} ends inside the {a.warmup}-step warm-up: the learning rate is still rising and the model "
+              f"has barely started to learn; use more steps or a smaller --warmup", file=sys.stderr)
     device = a.device
-    if ddp:                                                   # started by torchrun: one process per rank
-        backend = "nccl" if device.startswith("cuda") else "gloo"
-        dist.init_process_group(backend)
+    if launched:                                              # started by torchrun: one process per rank
+        dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
         if device.startswith("cuda"):
             device = f"cuda:{int(os.environ['LOCAL_RANK'])}"; torch.cuda.set_device(device)
     try:
         train_data, val_data = make_task(a.task, a.seed, a.n_train, block_size=a.block_size)
         model = make_model(train_data, a.d_model, a.heads, a.layers, a.dropout, a.seed)
+        n_params = count_parameters(model)
         cfg = TrainConfig(steps=a.steps, batch_size=a.batch_size, warmup=a.warmup, lr_factor=a.lr_factor,
                           label_smoothing=a.label_smoothing, clip=a.clip, eval_every=a.eval_every, seed=a.seed,
-                          device=device, progress=not a.no_progress)
+                          device=device, progress=not a.no_progress, precision=a.precision, grad_accum=a.grad_accum,
+                          checkpointing=a.checkpointing, parallel=a.parallel)
         hist = train(model, train_data, cfg, val_data, a.checkpoint, a.resume)
         rank, ws = world()
-        summary = dict(task=a.task, world_size=ws, parameters=count_parameters(model), final_loss=hist["loss"][-1],
-                       val_loss=hist["val_loss"][-1] if hist["val_loss"] else None)
-        if a.task in ("reverse", "copy", "translate"): summary["val_exact_match"] = exact_match(model, val_data, device=device)
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
+        params = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))   # whole, also under FSDP
+        summary = dict(task=a.task, world_size=ws, parallel=parallel_mode(a.parallel), parameters=n_params,
+                       final_loss=hist["loss"][-1], val_loss=hist["val_loss"][-1] if hist["val_loss"] else None,
+                       note=f"final_loss: the last step's training loss, label-smoothed (ε={a.label_smoothing}); "
+                            "val_loss: validation cross-entropy without smoothing")
+        if a.task in ("reverse", "copy", "translate"):
+            plain = make_model(train_data, a.d_model, a.heads, a.layers, a.dropout, a.seed).to(device)
+            plain.load_state_dict(params)                     # greedy decoding runs outside forward: use an unsharded copy
+            summary["val_exact_match"] = exact_match(plain, val_data, device=device)
         if rank == 0: print(json.dumps(summary))
         if a.dump:
             Path(a.dump).mkdir(parents=True, exist_ok=True)
-            grads = {k: (torch.zeros_like(p) if p.grad is None else p.grad).cpu() for k, p in model.named_parameters()}
-            torch.save(dict(model={k: v.cpu() for k, v in model.state_dict().items()}, grad=grads, loss=hist["loss"]),
+            full = lambda t: t.full_tensor() if hasattr(t, "full_tensor") else t
+            grads = {k: (torch.zeros_like(full(p)) if p.grad is None else full(p.grad)).cpu() for k, p in model.named_parameters()}
+            torch.save(dict(model={k: v.cpu() for k, v in params.items()}, grad=grads, loss=hist["loss"]),
                        Path(a.dump) / f"rank{rank}.pt")           # parameters, the last step's gradients, the losses
         return summary
     finally:
-        if ddp: dist.destroy_process_group()
+        if launched: dist.destroy_process_group()
 
 if __name__ == "__main__" and "__file__" in globals(): main()
