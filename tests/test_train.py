@@ -225,15 +225,17 @@ def test_cross_attention_rows_are_distributions():
 def _free_port():
     with socket.socket() as s: s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
 
-def test_ddp_two_processes_match_one(tmp_path):
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+def test_torchrun_two_processes_match_one(tmp_path, parallel):
     args = ["reverse", "--steps", "3", "--batch-size", "16", "--n-train", "100", "--d-model", "16", "--heads", "2",
             "--layers", "1", "--warmup", "2", "--eval-every", "100", "--no-progress"]
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
                 "--master_addr", "127.0.0.1", "--master_port", str(_free_port())]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    r = subprocess.run(torchrun + ["-m", "transformer_lit.train", *args, "--dump", str(tmp_path / "ddp")],
+    r = subprocess.run(torchrun + ["-m", "transformer_lit.train", *args, "--parallel", parallel, "--dump", str(tmp_path / "ddp")],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=80)
     assert r.returncode == 0, r.stderr[-3000:]
+    assert f'"parallel": "{parallel}"' in r.stdout
     main(args + ["--dump", str(tmp_path / "one")])                     # one process, the same global batch
     r0, r1 = (torch.load(tmp_path / "ddp" / f"rank{i}.pt", weights_only=True) for i in (0, 1))
     one = torch.load(tmp_path / "one" / "rank0.pt", weights_only=True)

@@ -28,7 +28,7 @@ __all__ = ['SPECIALS', 'PAD', 'BOS', 'EOS', 'STDLIB_MODULES', 'PRECISIONS', 'PAR
            'batch_loss', 'autocast', 'model_blocks', 'set_checkpointing', 'make_optimizer', 'evaluate_loss',
            'greedy_translate', 'match_flags', 'exact_match', 'save_checkpoint', 'load_checkpoint', 'world',
            'batch_indices', 'step_seed', 'parallel_mode', 'shard', 'state_bytes', 'train', 'launch', 'train_job',
-           'cross_attention_weights', 'make_task', 'make_model', 'main']
+           'step_memory_job', 'cross_attention_weights', 'make_task', 'make_model', 'main']
 
 # %% ../nbs/09_training.ipynb #c6c814c9
 SPECIALS = ("<pad>", "<bos>", "<eos>")
@@ -614,6 +614,27 @@ def train_job(spec: dict, # task, n_train, d_model, n_heads, n_layers, dropout, 
                 full_bytes=sum(v.nbytes for k, v in full.items() if k in dict(model.named_parameters())),
                 blocks_sharded=bool(blocks) and all(isinstance(p, DTensor) for b in blocks for p in b.parameters()),
                 params={k: v.detach().cpu() for k, v in full.items()})
+
+# %% ../nbs/09_training.ipynb #a7c10005
+def step_memory_job(spec: dict, # d_model, n_heads, n_layers, block_size, batch_size, vocab, checkpointing, precision
+                   ) -> dict: # peak_added (bytes), parameters (bytes), loss
+    "One forward and backward pass of a decoder-only LM on random tokens; the peak resident memory it adds (run it in a fresh process)."
+    s = dict(vocab=64, d_model=128, n_heads=4, n_layers=8, block_size=256, batch_size=16, checkpointing=False, precision="fp32") | spec
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(s["vocab"], (s["batch_size"], s["block_size"] + 1), generator=g)        # (B, T+1)
+    c = TransformerConfig(s["vocab"], s["d_model"], s["n_heads"], s["n_layers"], d_ff=4 * s["d_model"], dropout=0.0,
+                          max_len=s["block_size"], positional="learned")
+    torch.manual_seed(0)
+    model = set_checkpointing(DecoderOnlyLM(c), s["checkpointing"])
+    b = dict(idx=ids[:, :-1], targets=ids[:, 1:])                                               # (B, T) each
+    small = {k: v[:1, :8] for k, v in b.items()}                                                # first-call allocations and
+    with autocast(TrainConfig(precision=s["precision"])): batch_loss(model, small)[0].backward()  # lazily loaded kernels
+    model.zero_grad(set_to_none=True)
+    rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024                     # Linux: KiB -> bytes
+    before = rss()
+    with autocast(TrainConfig(precision=s["precision"])): total, n = batch_loss(model, b)
+    (total / n).backward()
+    return dict(peak_added=rss() - before, parameters=sum(p.nbytes for p in model.parameters()), loss=(total / n).item())
 
 # %% ../nbs/09_training.ipynb #c4d4496d
 @torch.no_grad()
