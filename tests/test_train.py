@@ -454,3 +454,13 @@ def test_each_rank_draws_its_own_dropout_masks():
         assert a.shape == b.shape and not torch.equal(a, b)                 # different masks on the two ranks
         assert 0.4 < a.float().mean() < 0.6                                 # p = 0.5 dropout
     assert not torch.equal(r0["masks"][0], r0["masks"][1])                  # and at each step
+
+def test_fsdp_with_checkpointing_and_accumulation_equals_one(one_process):
+    ranks = launch(train_job, 2, _with(parallel="fsdp", checkpointing=True, grad_accum=2))
+    for r in ranks: assert r["blocks_sharded"]; _same_losses(r["loss"], one_process["loss"])
+
+def test_launch_reports_a_failing_rank_with_its_error():
+    import train_workers
+    with pytest.raises(RuntimeError, match=r"launch: rank 0 failed:(.|\n)*ValueError: batch_size=4 must be divisible by world_size x grad_accum = 2 x 4"):
+        launch(train_workers.accum_too_fine, 2)
+    with pytest.raises(TypeError, match=r"^world_size=0.5 must be a positive int$"): launch(train_workers.accum_too_fine, 0.5)

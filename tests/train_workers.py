@@ -13,3 +13,9 @@ def dropout_masks(steps: int = 2) -> list:
     model.drop.register_forward_hook(hook)
     train(model, tr, TrainConfig(steps=steps, batch_size=4, warmup=2, progress=False, parallel="ddp"))
     return dict(rank=world()[0], masks=masks)
+
+
+def accum_too_fine():
+    "A batch that 2 ranks cannot split into grad_accum micro-batches: train must refuse it."
+    tr, _ = make_task("reverse", n_train=32, n_val=4)
+    train(make_model(tr, 16, 2, 1), tr, TrainConfig(steps=1, batch_size=4, grad_accum=4, progress=False, parallel="ddp"))

@@ -611,7 +611,7 @@ def _free_port() -> int:
     with socket.socket() as s: s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
 
 def _launched(fn, rank, world_size, port, backend, args, out):
-    "One spawned process: join the process group, run fn(*args), save its result (or the traceback) for the parent."
+    "One spawned process: join the process group, run fn on args, save its result (or the traceback) for the parent."
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))
     torch.set_num_threads(1)                                 # the processes share the cores
     try:
@@ -622,12 +622,12 @@ def _launched(fn, rank, world_size, port, backend, args, out):
         if dist.is_initialized(): dist.destroy_process_group()
     torch.save(result, Path(out) / f"rank{rank}.pt")
 
-def launch(fn, # a function importable by name (defined in a module, not in a notebook), called as fn(*args) on every rank
+def launch(fn, # a function importable by name (defined in a module, not in a notebook), called with args on every rank
            world_size: int=2, *args,
            backend: str="gloo", # "gloo" (CPU) or "nccl" (one GPU per rank)
            timeout: float=300.0, # seconds before the processes are killed
           ) -> list: # fn's return value on each rank, in rank order (tensors, numbers, lists, dicts)
-    "Run fn(*args) in world_size fresh processes joined by a process group, as torchrun would, from Python or a notebook."
+    "Run fn on args in world_size fresh processes joined by a process group, as torchrun would, from Python or a notebook."
     import torch.multiprocessing as mp
     check_int("world_size", world_size)
     ctx, port = mp.get_context("spawn"), _free_port()
@@ -649,9 +649,15 @@ def launch(fn, # a function importable by name (defined in a module, not in a no
     return results
 
 # %% ../nbs/09_training.ipynb #a7c10005
+def _proc_status(field: str) -> int:
+    "Bytes of a memory field of /proc/self/status (Linux): VmRSS is resident now, VmHWM the peak since the last reset."
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"): return int(line.split()[1]) * 1024                    # kB -> bytes
+    raise ValueError(f"field={field!r} is not in /proc/self/status")
+
 def step_memory_job(spec: dict, # d_model, n_heads, n_layers, block_size, batch_size, vocab, checkpointing, precision
                    ) -> dict: # peak_added (bytes), parameters (bytes), loss
-    "One forward and backward pass of a decoder-only LM on random tokens; the peak resident memory it adds (run it in a fresh process)."
+    "One forward and backward pass of a decoder-only LM on random tokens; the peak resident memory it adds (Linux; a fresh process)."
     s = dict(vocab=64, d_model=128, n_heads=4, n_layers=8, block_size=256, batch_size=16, checkpointing=False, precision="fp32") | spec
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(s["vocab"], (s["batch_size"], s["block_size"] + 1), generator=g)        # (B, T+1)
@@ -663,11 +669,12 @@ def step_memory_job(spec: dict, # d_model, n_heads, n_layers, block_size, batch_
     small = {k: v[:1, :8] for k, v in b.items()}                                                # first-call allocations and
     with autocast(TrainConfig(precision=s["precision"])): batch_loss(model, small)[0].backward()  # lazily loaded kernels
     model.zero_grad(set_to_none=True)
-    rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024                     # Linux: KiB -> bytes
-    before = rss()
+    before = _proc_status("VmRSS")
+    try: Path("/proc/self/clear_refs").write_text("5")                                         # peak := current (Linux)
+    except OSError: pass
     with autocast(TrainConfig(precision=s["precision"])): total, n = batch_loss(model, b)
     (total / n).backward()
-    return dict(peak_added=rss() - before, parameters=sum(p.nbytes for p in model.parameters()), loss=(total / n).item())
+    return dict(peak_added=_proc_status("VmHWM") - before, parameters=sum(p.nbytes for p in model.parameters()), loss=(total / n).item())
 
 # %% ../nbs/09_training.ipynb #09f99a43
 def _parser() -> argparse.ArgumentParser:
