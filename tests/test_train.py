@@ -425,8 +425,10 @@ def test_fsdp_two_processes_equal_one(one_process):
     assert sum(r["bytes"]["parameters"] for r in ranks) >= full
     _same_outputs(ranks[0]["params"], one_process["params"])
 
-def test_ddp_two_processes_equal_one_with_accumulation(one_process):
-    ranks = launch(train_job, 2, _with(parallel="ddp", grad_accum=2))
+def test_ddp_two_processes_equal_one_with_accumulation_and_resume(one_process, tmp_path):
+    half = launch(train_job, 2, _with(parallel="ddp", grad_accum=2, steps=10), tmp_path / "ddp.pt")
+    _same_losses(half[0]["loss"], one_process["loss"][:10])
+    ranks = launch(train_job, 2, _with(parallel="ddp", grad_accum=2), tmp_path / "ddp.pt", True)   # steps 11-20 from the file
     for r in ranks:
         assert not r["blocks_sharded"] and r["bytes"]["parameters"] == one_process["bytes"]["parameters"]   # DDP: a full replica
         _same_losses(r["loss"], one_process["loss"])
