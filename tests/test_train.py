@@ -381,7 +381,9 @@ def test_cli_usage_errors():
     r = _cli("reverse", "--parallel", "fsdp")
     assert r.returncode == 2 and "--parallel fsdp needs several processes: start with torchrun" in r.stderr
     r = _cli("reverse", "--precision", "fp16")
-    assert r.returncode == 1 and "precision='fp16' needs a CUDA device" in r.stderr
+    assert r.returncode == 2 and "error: precision='fp16' needs a CUDA device" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("reverse", "--batch-size", "6", "--grad-accum", "4")
+    assert r.returncode == 2 and "error: batch_size=6 must be divisible by grad_accum=4" in r.stderr
 
 def test_cli_warmup_hint_and_summary_note():
     r = _cli("reverse", "--steps", "3", "--batch-size", "8", "--n-train", "64", "--d-model", "16", "--heads", "2", "--layers", "1",

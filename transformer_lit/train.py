@@ -730,10 +730,11 @@ def main(argv=None):
         train_data, val_data = make_task(a.task, a.seed, a.n_train, block_size=a.block_size)
         model = make_model(train_data, a.d_model, a.heads, a.layers, a.dropout, a.seed)
         n_params = count_parameters(model)
-        cfg = TrainConfig(steps=a.steps, batch_size=a.batch_size, warmup=a.warmup, lr_factor=a.lr_factor,
-                          label_smoothing=a.label_smoothing, clip=a.clip, eval_every=a.eval_every, seed=a.seed,
-                          device=device, progress=not a.no_progress, precision=a.precision, grad_accum=a.grad_accum,
-                          checkpointing=a.checkpointing, parallel=a.parallel)
+        try: cfg = TrainConfig(steps=a.steps, batch_size=a.batch_size, warmup=a.warmup, lr_factor=a.lr_factor,
+                               label_smoothing=a.label_smoothing, clip=a.clip, eval_every=a.eval_every, seed=a.seed,
+                               device=device, progress=not a.no_progress, precision=a.precision, grad_accum=a.grad_accum,
+                               checkpointing=a.checkpointing, parallel=a.parallel)
+        except (TypeError, ValueError) as e: p.error(str(e))        # a bad flag value: a usage error, not a traceback
         hist = train(model, train_data, cfg, val_data, a.checkpoint, a.resume)
         rank, ws = world()
         from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
