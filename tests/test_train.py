@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 from transformer_lit.train import (BOS, EOS, PAD, LMData, Seq2SeqData, TrainConfig, Vocab, batch_indices, batch_loss,
     char_lm_data, exact_match, load_checkpoint, main, make_model, make_task, model_logits, noam_lr, number_to_words,
-    reverse_pairs, save_checkpoint, split_numbers, stdlib_corpus, train, translate_pairs, cross_attention_weights)
+    reverse_pairs, save_checkpoint, split_numbers, stdlib_corpus, train, translate_pairs, cross_attention_weights,
+    autocast, launch, match_flags, model_blocks, numbers_by_digits, parallel_mode, set_checkpointing, step_seed, train_job)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -109,14 +110,53 @@ def test_batch_larger_than_data():
 
 def test_unknown_task():
     with pytest.raises(ValueError, match=r"task='sort' must be one of \('reverse', 'copy', 'translate', 'charlm'\)"): make_task("sort")
-    with pytest.raises(ValueError, match=r"task='sort' must be one of"): main(["sort", "--steps", "1"])
+    with pytest.raises(SystemExit): main(["sort", "--steps", "1"])              # argparse: a usage error (exit 2)
 
-@pytest.mark.parametrize("kw,err,msg", [(dict(steps=0), ValueError, r"steps=0 must be a positive int"),
-                                        (dict(batch_size=2.0), TypeError, r"batch_size=2.0 must be a positive int"),
-                                        (dict(label_smoothing=1.0), ValueError, r"label_smoothing=1.0 must be in \[0, 1\)"),
-                                        (dict(clip=0), ValueError, r"clip=0 must be > 0 or None")])
+CONFIG_ERRORS = [  # every TrainConfig field: the call, the exception, the words of the message
+    (dict(steps=0), ValueError, r"^steps=0 must be a positive int$"),
+    (dict(batch_size=2.0), TypeError, r"^batch_size=2.0 must be a positive int$"),
+    (dict(warmup=-1), ValueError, r"^warmup=-1 must be a positive int$"),
+    (dict(lr_factor=0), ValueError, r"^lr_factor=0 must be a finite number > 0$"),
+    (dict(lr_factor="1"), TypeError, r"^lr_factor='1' must be a finite number > 0$"),
+    (dict(lr_factor=math.inf), ValueError, r"^lr_factor=inf must be a finite number > 0$"),
+    (dict(betas=0.9), TypeError, r"^betas=0.9 must be a pair \(β1, β2\) of numbers in \[0, 1\)$"),
+    (dict(betas=(0.9, 1.0)), ValueError, r"^betas\[1\]=1.0 must be a number in \[0, 1\)$"),
+    (dict(eps=0.0), ValueError, r"^eps=0.0 must be a finite number > 0$"),
+    (dict(weight_decay=-0.1), ValueError, r"^weight_decay=-0.1 must be a finite number >= 0$"),
+    (dict(label_smoothing=1.0), ValueError, r"^label_smoothing=1.0 must be a number in \[0, 1\)$"),
+    (dict(clip=0), ValueError, r"^clip=0 must be a finite number > 0, or None$"),
+    (dict(clip="1"), TypeError, r"^clip='1' must be a finite number > 0, or None$"),
+    (dict(clip=math.nan), ValueError, r"^clip=nan must be a finite number > 0, or None$"),
+    (dict(eval_every=0), ValueError, r"^eval_every=0 must be a positive int$"),
+    (dict(eval_items=True), TypeError, r"^eval_items=True must be a positive int$"),
+    (dict(seed=-1), ValueError, r"^seed=-1 must be an int >= 0$"),
+    (dict(device=3), TypeError, r"^device=3 must be a str such as 'cpu' or 'cuda:0'$"),
+    (dict(device="gpu"), ValueError, r"^device='gpu' must name a torch device such as 'cpu' or 'cuda:0'$"),
+    (dict(progress=1), TypeError, r"^progress=1 must be a bool \(True or False\)$"),
+    (dict(precision="fp8"), ValueError, r"^precision='fp8' must be one of \('fp32', 'bf16', 'fp16'\)$"),
+    (dict(precision="fp16"), ValueError, r"^precision='fp16' needs a CUDA device, got device='cpu': .+use precision='bf16'"),
+    (dict(grad_accum=0), ValueError, r"^grad_accum=0 must be a positive int$"),
+    (dict(batch_size=6, grad_accum=4), ValueError, r"^batch_size=6 must be divisible by grad_accum=4: a step is grad_accum micro-batches"),
+    (dict(checkpointing="yes"), TypeError, r"^checkpointing='yes' must be a bool \(True or False\)$"),
+    (dict(parallel="zero"), ValueError, r"^parallel='zero' must be None or one of \('none', 'ddp', 'fsdp'\)$"),
+]
+
+@pytest.mark.parametrize("kw,err,msg", CONFIG_ERRORS)
 def test_train_config_validation(kw, err, msg):
     with pytest.raises(err, match=msg): TrainConfig(**kw)
+
+def test_every_config_field_is_validated():
+    "A new TrainConfig field without a row in CONFIG_ERRORS fails here."
+    import dataclasses
+    checked = {k for kw, _, _ in CONFIG_ERRORS for k in kw}
+    assert {f.name for f in dataclasses.fields(TrainConfig)} <= checked
+
+def test_parallel_needs_a_process_group():
+    data = Seq2SeqData(reverse_pairs(16))
+    for par in ("ddp", "fsdp"):
+        with pytest.raises(ValueError, match=rf"^parallel='{par}' needs an initialised process group: start the script with torchrun"):
+            train(make_model(data, 16, 2, 1), data, TrainConfig(steps=1, batch_size=4, progress=False, parallel=par))
+    assert parallel_mode(None) == "none" and parallel_mode("none") == "none"
 
 def test_batch_indices_ddp_divisibility():
     with pytest.raises(ValueError, match=r"batch_size=5 must be divisible by world_size=2"): batch_indices(10, 5, 1, 0, 0, 2)
@@ -185,15 +225,17 @@ def test_cross_attention_rows_are_distributions():
 def _free_port():
     with socket.socket() as s: s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
 
-def test_ddp_two_processes_match_one(tmp_path):
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+def test_torchrun_two_processes_match_one(tmp_path, parallel):
     args = ["reverse", "--steps", "3", "--batch-size", "16", "--n-train", "100", "--d-model", "16", "--heads", "2",
             "--layers", "1", "--warmup", "2", "--eval-every", "100", "--no-progress"]
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
                 "--master_addr", "127.0.0.1", "--master_port", str(_free_port())]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    r = subprocess.run(torchrun + ["-m", "transformer_lit.train", *args, "--dump", str(tmp_path / "ddp")],
+    r = subprocess.run(torchrun + ["-m", "transformer_lit.train", *args, "--parallel", parallel, "--dump", str(tmp_path / "ddp")],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=80)
     assert r.returncode == 0, r.stderr[-3000:]
+    assert f'"parallel": "{parallel}"' in r.stdout
     main(args + ["--dump", str(tmp_path / "one")])                     # one process, the same global batch
     r0, r1 = (torch.load(tmp_path / "ddp" / f"rank{i}.pt", weights_only=True) for i in (0, 1))
     one = torch.load(tmp_path / "one" / "rank0.pt", weights_only=True)
@@ -205,3 +247,224 @@ def test_ddp_two_processes_match_one(tmp_path):
     # order) becomes a step of up to ±lr. Bound the difference by the learning rates actually used.
     bound = 2 * sum(noam_lr(s, 16, 2) for s in range(1, 4))
     for k in one["model"]: assert (r0["model"][k] - one["model"][k]).abs().max() <= bound, k
+
+# ---- gradient accumulation, activation checkpointing, autocast
+def _run(data, cfg_kw, dtype=torch.float64, dropout=0.0, n_layers=1, steps=3):
+    "Train a small model for `steps` steps; return its history and the last step's gradients."
+    model = make_model(data, 16, 2, n_layers, dropout=dropout, seed=0).to(dtype)
+    hist = train(model, data, TrainConfig(**{"steps": steps, "batch_size": 16, "warmup": 2, "progress": False, **cfg_kw}))
+    return hist, {k: p.grad.clone() for k, p in model.named_parameters()}
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-6)])
+@pytest.mark.parametrize("k", [2, 4, 16])
+def test_grad_accum_equals_one_batch_seq2seq(dtype, tol, k):
+    "Micro-batches padded to their own lengths, token counts unequal: the token-weighted loss and gradients still equal one batch's."
+    data = Seq2SeqData(reverse_pairs(64, 1, 12, seed=4))
+    one, _ = _run(data, {}, dtype)
+    acc, _ = _run(data, {"grad_accum": k}, dtype)
+    assert acc["loss"] == pytest.approx(one["loss"], rel=tol, abs=0)              # 3 steps
+    (_, g1), (_, gk) = _run(data, {}, dtype, steps=1), _run(data, {"grad_accum": k}, dtype, steps=1)
+    for name in g1: torch.testing.assert_close(gk[name], g1[name], rtol=tol, atol=tol * g1[name].abs().max().item()), name
+
+def test_grad_accum_equals_one_batch_lm():
+    tr, _ = char_lm_data(stdlib_corpus(("textwrap",)), block_size=16)
+    one, _ = _run(tr, {}, torch.float64, n_layers=2)
+    acc, _ = _run(tr, {"grad_accum": 4}, torch.float64, n_layers=2)
+    assert acc["loss"] == pytest.approx(one["loss"], rel=1e-12, abs=0)
+    (_, g1), (_, g4) = _run(tr, {}, torch.float64, n_layers=2, steps=1), _run(tr, {"grad_accum": 4}, torch.float64, n_layers=2, steps=1)
+    for name in g1: torch.testing.assert_close(g4[name], g1[name], rtol=1e-12, atol=1e-12 * g1[name].abs().max().item())
+
+def test_checkpointing_same_losses_and_gradients_with_dropout():
+    "torch.utils.checkpoint replays the RNG: the recomputed forward draws the same dropout masks."
+    data = Seq2SeqData(reverse_pairs(64, 1, 12, seed=4))
+    plain, g0 = _run(data, {}, torch.float64, dropout=0.2, n_layers=2)
+    ckpt, g1 = _run(data, {"checkpointing": True}, torch.float64, dropout=0.2, n_layers=2)
+    assert ckpt["loss"] == pytest.approx(plain["loss"], rel=1e-12, abs=0)
+    for name in g0: torch.testing.assert_close(g1[name], g0[name], rtol=1e-12, atol=1e-14)
+
+def test_set_checkpointing_wraps_blocks_and_undoes():
+    data = Seq2SeqData(reverse_pairs(8))
+    model = make_model(data, 16, 2, 2)
+    assert len(model_blocks(model)) == 4                                  # 2 encoder + 2 decoder blocks
+    set_checkpointing(model)
+    assert all("forward" in b.__dict__ for b in model_blocks(model))
+    set_checkpointing(model); set_checkpointing(model, False)             # idempotent, then undone
+    assert not any("forward" in b.__dict__ for b in model_blocks(model))
+    with pytest.raises(TypeError, match=r"^enabled='no' must be a bool"): set_checkpointing(model, "no")
+
+def test_bf16_autocast_runs_in_bfloat16_and_tracks_fp32():
+    data = Seq2SeqData(reverse_pairs(256, seed=1))
+    model = make_model(data, 32, 2, 1)
+    with autocast(TrainConfig(precision="bf16")): logits = model_logits(model, data.batch(range(4)))
+    assert logits.dtype == torch.bfloat16
+    cfg = dict(steps=30, batch_size=16, warmup=10, progress=False)
+    fp32 = train(make_model(data, 32, 2, 1), data, TrainConfig(**cfg))
+    bf16 = train(make_model(data, 32, 2, 1), data, TrainConfig(precision="bf16", **cfg))
+    assert all(math.isfinite(v) for v in bf16["loss"])
+    assert abs(bf16["loss"][-1] - fp32["loss"][-1]) < 0.05                 # bfloat16 has 8 mantissa bits: ~0.4% per rounding
+
+def test_step_seed_differs_by_rank_and_micro_batch():
+    seeds = {step_seed(0, s, r, m) for s in range(1, 4) for r in range(4) for m in range(3)}
+    assert len(seeds) == 36 and all(0 <= x < 2 ** 63 for x in seeds)
+    assert step_seed(1, 2, 3, 0) == step_seed(1, 2, 3, 0)                # a function of its arguments only
+
+# ---- evaluation helpers
+def test_numbers_by_digits_and_three_splits():
+    tr, va, te = make_task("translate", n_train=500, n_val=50, n_test=40)
+    assert (len(tr), len(va), len(te)) == (500, 50, 40)
+    nums = lambda d: {int("".join(d.vocab.itos[i] for i in t)) for t in d.tgt}
+    assert not nums(tr) & nums(va) and not nums(tr) & nums(te) and not nums(va) & nums(te)
+    strat = numbers_by_digits(5, exclude=nums(tr) | nums(va), seed=1)
+    assert [sum(len(str(n)) == d for n in strat) for d in range(1, 7)] == [5] * 6
+    assert not set(strat) & (nums(tr) | nums(va))
+    with pytest.raises(ValueError, match=r"^n_test=3 must be 0 for task='charlm'"): make_task("charlm", n_test=3)
+
+def test_match_flags_agree_with_exact_match():
+    tr, va = make_task("copy", n_train=64, n_val=16)
+    model = make_model(tr, 16, 2, 1)
+    flags = match_flags(model, va)
+    assert len(flags) == 16 and exact_match(model, va) == sum(flags) / 16
+
+# ---- checkpoints: bad files and another configuration
+def _saved(tmp_path):
+    data = Seq2SeqData(reverse_pairs(32))
+    model = make_model(data, 16, 2, 1)
+    save_checkpoint(tmp_path / "ok.pt", model)
+    return data, model
+
+def test_load_checkpoint_bad_files(tmp_path):
+    data, model = _saved(tmp_path)
+    good = (tmp_path / "ok.pt").read_bytes()
+    (tmp_path / "empty.pt").write_bytes(b"")
+    (tmp_path / "random.pt").write_bytes(os.urandom(256))
+    (tmp_path / "cut.pt").write_bytes(good[:len(good) // 2])
+    torch.save(model.state_dict(), tmp_path / "bare.pt")
+    torch.save({"step": 3}, tmp_path / "other.pt")
+    with pytest.raises(FileNotFoundError, match=r"checkpoint '.*missing.pt' does not exist"): load_checkpoint(tmp_path / "missing.pt", model)
+    with pytest.raises(ValueError, match=r"checkpoint '.*empty.pt' is empty \(0 bytes\)"): load_checkpoint(tmp_path / "empty.pt", model)
+    for name in ("random.pt", "cut.pt"):
+        with pytest.raises(ValueError, match=rf"checkpoint '.*{name}' cannot be read by torch.load\(weights_only=True\) \(truncated, corrupted"):
+            load_checkpoint(tmp_path / name, model)
+    with pytest.raises(ValueError, match=r"checkpoint '.*bare.pt' has no 'model' entry: it is a bare state_dict; load it with model.load_state_dict"):
+        load_checkpoint(tmp_path / "bare.pt", model)
+    with pytest.raises(ValueError, match=r"checkpoint '.*other.pt' has no 'model' entry: it was not written by save_checkpoint"):
+        load_checkpoint(tmp_path / "other.pt", model)
+    opt = torch.optim.AdamW(model.parameters())
+    with pytest.raises(ValueError, match=r"checkpoint '.*ok.pt' has no 'optimizer' entry \(it was saved without one\): pass optimizer=None"):
+        load_checkpoint(tmp_path / "ok.pt", model, opt)
+
+def test_load_checkpoint_checks_the_stored_config(tmp_path):
+    data, model = _saved(tmp_path)
+    wider = make_model(data, 32, 2, 1)
+    with pytest.raises(ValueError, match=r"checkpoint '.*ok.pt' was saved from another model configuration: d_model=16 in the file, 32 in the model; d_ff=64 in the file, 128"):
+        load_checkpoint(tmp_path / "ok.pt", wider)
+
+# ---- the command line, in a subprocess
+def _cli(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "transformer_lit.train", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
+
+def test_cli_help_shows_every_default():
+    r = _cli("--help")
+    assert r.returncode == 0
+    for flag, default in (("--steps", "1000"), ("--batch-size", "64"), ("--warmup", "400"), ("--precision", "fp32"),
+                          ("--grad-accum", "1"), ("--parallel", "None"), ("--device", "cpu"), ("--d-model", "64"), ("--dump", "None")):
+        assert flag in r.stdout and f"(default: {default})" in r.stdout, flag
+    import argparse as ap
+    from transformer_lit.train import _parser
+    for action in _parser()._actions:
+        assert action.help, action.dest                                    # every flag says what it does
+
+def test_cli_usage_errors():
+    r = _cli("sort")
+    assert r.returncode == 2 and "invalid choice: 'sort' (choose from 'reverse', 'copy', 'translate', 'charlm')" in r.stderr
+    r = _cli("reverse", "--parallel", "fsdp")
+    assert r.returncode == 2 and "--parallel fsdp needs several processes: start with torchrun" in r.stderr
+    r = _cli("reverse", "--precision", "fp16")
+    assert r.returncode == 2 and "error: precision='fp16' needs a CUDA device" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("reverse", "--batch-size", "6", "--grad-accum", "4")
+    assert r.returncode == 2 and "error: batch_size=6 must be divisible by grad_accum=4" in r.stderr
+
+def test_cli_warmup_hint_and_summary_note():
+    r = _cli("reverse", "--steps", "3", "--batch-size", "8", "--n-train", "64", "--d-model", "16", "--heads", "2", "--layers", "1",
+             "--no-progress", "--eval-every", "3")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "note: --steps 3 ends inside the 400-step warm-up" in r.stderr
+    summary = __import__("json").loads(r.stdout.strip().splitlines()[-1])
+    assert "final_loss: the last step's training loss, label-smoothed (ε=0.1)" in summary["note"]
+    assert "val_loss: validation cross-entropy without smoothing" in summary["note"]
+
+# ---- FSDP2 and DDP in spawned processes (launch: torch.multiprocessing, gloo, 2 CPU processes)
+SPEC = dict(task="reverse", n_train=256, d_model=16, n_heads=2, n_layers=2, cfg=dict(steps=20, batch_size=16, warmup=5))
+
+def _with(spec=SPEC, **cfg): return {**spec, "cfg": {**spec["cfg"], **cfg}}
+
+def _same_losses(a, b):
+    "Equal to 1e-6 relative at every step: a few float32 roundings, the all-reduce adds in another order."
+    assert len(a) == len(b) and max(abs(x - y) / abs(y) for x, y in zip(a, b)) <= 1e-6
+
+def _same_outputs(params_a, params_b):
+    "Final parameters give close logits: the key biases drift (their gradient is 0 up to rounding, Adam scales that up), the rest follows."
+    data = make_task("reverse", 0, 256, n_val=8)[0]
+    ma, mb = make_model(data, 16, 2, 2), make_model(data, 16, 2, 2)
+    ma.load_state_dict(params_a); mb.load_state_dict(params_b)
+    b = data.batch(range(32))
+    real = b["targets"] != -100                                        # the positions the loss counts
+    with torch.no_grad(): torch.testing.assert_close(model_logits(ma.eval(), b)[real], model_logits(mb.eval(), b)[real], atol=1e-3, rtol=1e-3)
+
+@pytest.fixture(scope="module")
+def one_process():
+    return train_job(SPEC)
+
+def test_fsdp_two_processes_equal_one(one_process):
+    ranks = launch(train_job, 2, _with(parallel="fsdp"))
+    full = one_process["bytes"]["parameters"]
+    for r in ranks:
+        assert r["world_size"] == 2 and r["blocks_sharded"]
+        _same_losses(r["loss"], one_process["loss"])
+        assert 0.45 <= r["bytes"]["parameters"] / full <= 0.55             # each rank holds about half the parameters
+        assert r["bytes"]["optimizer"] == 2 * r["bytes"]["parameters"]     # Adam's two moments, of the shard only
+    assert sum(r["bytes"]["parameters"] for r in ranks) >= full
+    _same_outputs(ranks[0]["params"], one_process["params"])
+
+def test_ddp_two_processes_equal_one_with_accumulation_and_resume(one_process, tmp_path):
+    half = launch(train_job, 2, _with(parallel="ddp", grad_accum=2, steps=10), tmp_path / "ddp.pt")
+    _same_losses(half[0]["loss"], one_process["loss"][:10])
+    ranks = launch(train_job, 2, _with(parallel="ddp", grad_accum=2), tmp_path / "ddp.pt", True)   # steps 11-20 from the file
+    for r in ranks:
+        assert not r["blocks_sharded"] and r["bytes"]["parameters"] == one_process["bytes"]["parameters"]   # DDP: a full replica
+        _same_losses(r["loss"], one_process["loss"])
+    _same_outputs(ranks[0]["params"], one_process["params"])
+
+def test_fsdp_checkpoint_resumes_anywhere(tmp_path, one_process):
+    ck = tmp_path / "fsdp.pt"
+    half = launch(train_job, 2, _with(parallel="fsdp", steps=10), ck)
+    state = torch.load(ck, weights_only=True)
+    assert state["step"] == 10 and set(state["model"]) == set(one_process["params"])   # gathered whole on rank 0
+    _same_losses(half[0]["loss"], one_process["loss"][:10])
+    for ws, par in ((2, "fsdp"), (1, "fsdp")):                         # resume under FSDP: the same and another world size
+        resumed = launch(train_job, ws, _with(parallel=par), tmp_path / "fsdp.pt", True)
+        _same_losses(resumed[0]["loss"], one_process["loss"])
+        _same_outputs(resumed[0]["params"], one_process["params"])
+    single = train_job(SPEC, tmp_path / "fsdp.pt", True)                # and in one plain process
+    _same_losses(single["loss"], one_process["loss"])
+    _same_outputs(single["params"], one_process["params"])
+
+def test_each_rank_draws_its_own_dropout_masks():
+    import train_workers
+    r0, r1 = launch(train_workers.dropout_masks, 2, 2)
+    assert len(r0["masks"]) == len(r1["masks"]) == 2
+    for a, b in zip(r0["masks"], r1["masks"]):
+        assert a.shape == b.shape and not torch.equal(a, b)                 # different masks on the two ranks
+        assert 0.4 < a.float().mean() < 0.6                                 # p = 0.5 dropout
+    assert not torch.equal(r0["masks"][0], r0["masks"][1])                  # and at each step
+
+def test_fsdp_with_checkpointing_and_accumulation_equals_one(one_process):
+    ranks = launch(train_job, 2, _with(parallel="fsdp", checkpointing=True, grad_accum=2))
+    for r in ranks: assert r["blocks_sharded"]; _same_losses(r["loss"], one_process["loss"])
+
+def test_launch_reports_a_failing_rank_with_its_error():
+    import train_workers
+    with pytest.raises(RuntimeError, match=r"launch: rank 0 failed:(.|\n)*ValueError: batch_size=4 must be divisible by world_size x grad_accum = 2 x 4"):
+        launch(train_workers.accum_too_fine, 2)
+    with pytest.raises(TypeError, match=r"^world_size=0.5 must be a positive int$"): launch(train_workers.accum_too_fine, 0.5)
