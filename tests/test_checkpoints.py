@@ -283,9 +283,11 @@ def test_bad_bin_and_bad_json(tmp_path, gpt2_dir):
     ("gpt2", dict(add_cross_attention=True), "add_cross_attention=True is not supported"),
     ("llama", dict(hidden_act="gelu"), "hidden_act='gelu' is not supported: only 'silu'"),
     ("llama", dict(head_dim=16), "head_dim=16 is not supported: only hidden_size // num_attention_heads = 8"),
-    ("llama", dict(rope_scaling={"rope_type": "linear", "factor": 2.0}), "rope_scaling=.* RoPE scaling .* is not implemented"),
-    ("llama", dict(rope_parameters={"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0}),
-     r"rope_parameters\['rope_type'\]='llama3' is not supported"),
+    ("llama", dict(rope_scaling={"rope_type": "longrope", "factor": 2.0}), r"rope_scaling=.* is not supported: scaling rope_type='longrope'"),
+    ("llama", dict(rope_parameters={"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0}),
+     r"rope_parameters=.* is not supported: scaling with rope_type='llama3' needs the keys \['low_freq_factor', 'high_freq_factor'\]"),
+    ("llama", dict(rope_parameters={"rope_type": "linear", "rope_theta": 500.0, "factor": float("nan")}),
+     r"rope_parameters=.* is not supported: .*factor"),
     ("llama", dict(attention_bias=True, mlp_bias=False), "attention_bias=True is not supported: it must equal mlp_bias=False"),
     ("llama", dict(num_key_value_heads=3), "num_key_value_heads=3 is not supported: must divide num_attention_heads=4"),
     ("mistral", dict(sliding_window=16), "sliding_window=16 is not supported: sliding-window attention is not implemented"),
@@ -386,3 +388,35 @@ def test_sharded_pytorch_bin(tmp_path):
     for f, ns in parts.items(): torch.save({n: sd[n] for n in ns}, tmp_path / f)
     (tmp_path / "pytorch_model.bin.index.json").write_text(json.dumps({"weight_map": {n: f for f, ns in parts.items() for n in ns}}))
     check_equal(from_pretrained(tmp_path), ref, torch.float32)
+
+# ---------------------------------------------------------------- RoPE scaling (chapter 05) through config.json
+ROPE_SCALINGS = [dict(rope_type="linear", factor=2.0),
+                 dict(rope_type="dynamic", factor=2.0),
+                 dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=16),
+                 dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                      original_max_position_embeddings=16)]
+
+@pytest.mark.parametrize("scaling", ROPE_SCALINGS, ids=lambda s: s["rope_type"])
+def test_rope_scaling_loads_and_saves(tmp_path, scaling):
+    "A LLaMA checkpoint with RoPE scaling: our logits equal transformers' past the original length, and the round trip keeps it."
+    ref = reference("llama", rope_parameters=dict(scaling, rope_theta=500.0))
+    ref.save_pretrained(tmp_path)
+    ours = from_pretrained(tmp_path)
+    assert ours.config.rope_scaling["rope_type"] == scaling["rope_type"]
+    assert ours.pos.rotary.scaling == ours.config.rope_scaling
+    x = ids(T=48)                                                   # 48 > 16 (yarn, llama3): positions beyond the original length
+    with torch.no_grad():
+        assert rel(ours(x), ref(x).logits) < 1e-5
+        save_pretrained(ours, tmp_path / "back")
+        back = AutoModelForCausalLM.from_pretrained(tmp_path / "back").eval()
+        assert back.config.rope_parameters["rope_type"] == scaling["rope_type"]
+        assert rel(back(x).logits, ref(x).logits) < 1e-5
+
+def test_legacy_rope_scaling_type_key(tmp_path):
+    "A 4.x config.json with rope_scaling={'type': 'linear', ...} beside a default rope_parameters is read as linear."
+    hf = config_to_hf(TransformerConfig(V, 32, 4, 2, d_ff=56, positional="rope", norm="rms", activation="swiglu", bias=False,
+                                        scale_embeddings=False, tie_embeddings=False, n_kv_heads=2, max_len=64))
+    _, c = config_from_hf(hf | {"rope_scaling": {"type": "linear", "factor": 2.0}})
+    assert c.rope_scaling == {"rope_type": "linear", "factor": 2.0}
+    with pytest.raises(ValueError, match=r"rope_scaling=.*is not supported: .*factor"):
+        config_from_hf(hf | {"rope_scaling": {"type": "linear", "factor": 0.5}})

@@ -682,3 +682,24 @@ def test_backticked_methods_link_to_documented_anchors(nb):
     documented = lambda n: n in shown or ".".join(n.split(".")[-2:]) in shown
     missing = [n for n in names if n[0].isupper() and lookup[n] and not documented(n)]   # Class.member links
     assert not missing, missing
+
+# ---------------------------------------------------------------- RoPE scaling reaches the rotary embedding
+def test_rope_scaling_reaches_every_block():
+    s = {"rope_type": "linear", "factor": 4.0}
+    m = DecoderOnlyLM(TransformerConfig(vocab_size=50, d_model=32, n_heads=4, n_layers=2, dropout=0.0, positional="rope", rope_scaling=s))
+    from transformer_lit.multihead import MultiHeadAttention
+    attns = [a for a in m.modules() if isinstance(a, MultiHeadAttention)]
+    assert m.pos.rotary.scaling == s and len(attns) == 2 and all(a.rotary is m.pos.rotary for a in attns)
+    plain = DecoderOnlyLM(TransformerConfig(vocab_size=50, d_model=32, n_heads=4, n_layers=2, dropout=0.0, positional="rope"))
+    plain.load_state_dict(m.state_dict())
+    x = torch.randint(0, 50, (2, 9), generator=torch.Generator().manual_seed(0))
+    assert not torch.allclose(m(x), plain(x))                      # the scaled angles change the output
+
+@pytest.mark.parametrize("kw, exc, words", [
+    (dict(positional="sinusoidal", rope_scaling={"rope_type": "linear", "factor": 2.0}), ValueError, "needs positional='rope'"),
+    (dict(positional="rope", rope_scaling={"rope_type": "linear", "factor": 0.5}), ValueError, "factor"),
+    (dict(positional="rope", rope_scaling={"rope_type": "ntk-by-parts", "factor": 2.0}), ValueError, "is not supported"),
+    (dict(positional="rope", rope_scaling=2.0), TypeError, "must be None or a dict"),
+])
+def test_rope_scaling_bad_config(kw, exc, words):
+    with pytest.raises(exc, match=re.escape(words)): TransformerConfig(vocab_size=50, d_model=32, n_heads=4, **kw)

@@ -11,6 +11,7 @@ from torch import Tensor
 from safetensors import safe_open
 from safetensors.torch import save_file
 from .model import DecoderOnlyLM, TransformerConfig
+from .positional import check_rope_scaling
 
 # %% auto #0
 __all__ = ['ARCHITECTURES', 'FAMILIES', 'GPT2_ACTIVATIONS', 'hf_family', 'config_from_hf', 'weight_rules', 'hf_shapes', 'to_ours',
@@ -58,18 +59,22 @@ def hf_family(hf: dict) -> str:
 def _unsupported(name, value, rule):
     raise ValueError(f"{name}={value!r} is not supported: {rule}")
 
-def _rope_base(g):
-    "RoPE's base from either the 5.x `rope_parameters` dict or the 4.x `rope_theta`/`rope_scaling` fields."
-    p, scaling = g("rope_parameters"), g("rope_scaling")
-    if scaling is not None and (scaling.get("rope_type", scaling.get("type")) != "default" or "factor" in scaling):
-        _unsupported("rope_scaling", scaling, "RoPE scaling (linear, dynamic, YaRN, llama3) is not implemented; use None")
-    if p is not None:
-        if p.get("rope_type", "default") != "default":
-            _unsupported("rope_parameters['rope_type']", p.get("rope_type"), "RoPE scaling is not implemented; only 'default'")
-        if p.get("partial_rotary_factor", 1.0) != 1.0:
-            _unsupported("partial_rotary_factor", p["partial_rotary_factor"], "the rotation covers the whole head (1.0)")
-        return float(p.get("rope_theta", g("rope_theta")))
-    return float(g("rope_theta"))
+def _rope(g):
+    "RoPE's base and scaling from the 5.x `rope_parameters` dict or the 4.x `rope_theta`/`rope_scaling` fields."
+    p, old = g("rope_parameters"), g("rope_scaling")
+    field = "rope_scaling" if old else "rope_parameters"
+    legacy = {("rope_type" if k == "type" else k): v for k, v in (old or {}).items()}  # 4.x called it "type"
+    s = {**(p or {}), **legacy}                                                 # a 4.x rope_scaling refines the 5.x dict
+    base = float(s.pop("rope_theta", None) or g("rope_theta"))
+    if s.get("partial_rotary_factor", 1.0) != 1.0:
+        _unsupported("partial_rotary_factor", s["partial_rotary_factor"], "the rotation covers the whole head (1.0)")
+    s.pop("partial_rotary_factor", None)
+    kind = s.get("rope_type", "default")
+    if kind == "default" and not s.get("factor"): return base, None
+    if kind in ("dynamic", "yarn", "llama3") and s.get("original_max_position_embeddings") is None:
+        s["original_max_position_embeddings"] = g("max_position_embeddings")      # transformers' fallback
+    try: return base, check_rope_scaling(s, base)                               # chapter 05's rules, key by key
+    except (TypeError, ValueError) as e: _unsupported(field, old or p, str(e))
 
 def config_from_hf(hf: dict, # a parsed Hugging Face config.json
                   ) -> tuple: # (family, TransformerConfig)
@@ -95,7 +100,7 @@ def config_from_hf(hf: dict, # a parsed Hugging Face config.json
     if g("head_dim") is not None and g("head_dim") != E // H:
         _unsupported("head_dim", g("head_dim"), f"only hidden_size // num_attention_heads = {E // H}")
     if H % G: _unsupported("num_key_value_heads", G, f"must divide num_attention_heads={H}")
-    base, max_len = _rope_base(g), g("max_position_embeddings")
+    (base, scaling), max_len = _rope(g), g("max_position_embeddings")
     bias, qkv_bias = False, False
     if family == "llama":
         ab, mb = bool(g("attention_bias")), bool(g("mlp_bias"))
@@ -115,7 +120,7 @@ def config_from_hf(hf: dict, # a parsed Hugging Face config.json
     kw = dict(vocab_size=g("vocab_size"), d_model=E, n_heads=H, n_layers=g("num_hidden_layers"),
               d_ff=g("intermediate_size"), dropout=float(g("attention_dropout")), max_len=max_len, positional="rope",
               activation="swiglu", tie_embeddings=bool(g("tie_word_embeddings")), bias=bias, norm="rms",
-              layer_norm_eps=float(g("rms_norm_eps")), scale_embeddings=False, rope_base=base)
+              layer_norm_eps=float(g("rms_norm_eps")), scale_embeddings=False, rope_base=base, rope_scaling=scaling)
     return family, TransformerConfig(**kw, n_kv_heads=G, qkv_bias=qkv_bias)
 
 def _kv_heads(c): return c.kv_heads                                     # G
@@ -345,6 +350,11 @@ def _family_of(c: TransformerConfig) -> str:
 
 _HF_DTYPE = {v: k for k, v in _DTYPES.items()}
 
+def _rope_parameters(c):
+    "config.json's rope_parameters: the base and, when set, the scaling (its unset optional keys left out)."
+    s = {k: v for k, v in (c.rope_scaling or {"rope_type": "default"}).items() if v is not None}
+    return dict(s, rope_theta=c.rope_base)
+
 def config_to_hf(config: TransformerConfig, # the model's config
                  dtype: torch.dtype=torch.float32, # written as config.json's dtype
                 ) -> dict: # config.json's content
@@ -364,7 +374,7 @@ def config_to_hf(config: TransformerConfig, # the model's config
                num_key_value_heads=_kv_heads(c), num_hidden_layers=c.decoder_layers, intermediate_size=c.d_ff,
                head_dim=c.head_dim, hidden_act="silu", max_position_embeddings=c.max_len,
                rms_norm_eps=1e-6 if c.layer_norm_eps is None else c.layer_norm_eps, attention_dropout=c.dropout,
-               rope_theta=c.rope_base, rope_parameters=dict(rope_type="default", rope_theta=c.rope_base), **common)
+               rope_theta=c.rope_base, rope_parameters=_rope_parameters(c), **common)
     if fam == "llama": out.update(attention_bias=c.bias, mlp_bias=c.bias)
     else: out.update(use_sliding_window=False, sliding_window=None, layer_types=["full_attention"] * c.decoder_layers)
     return out

@@ -14,7 +14,8 @@ from .attention import check_backend, check_dropout, check_int
 from .multihead import CrossKVCache, KVCache
 from .blocks import BLOCK_ACTIVATIONS, NORMS, DecoderBlock, DecoderOnlyBlock, EncoderBlock, make_norm
 from .masks import causal_mask
-from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEmbedding, alibi_bias, sinusoidal_encoding
+from .positional import (LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEmbedding, alibi_bias,
+                                        check_rope_scaling, sinusoidal_encoding)
 
 # %% auto #0
 __all__ = ['POSITIONALS', 'PARAMETER_GROUPS', 'TransformerConfig', 'count_parameters', 'check_tokens', 'TokenEmbedding',
@@ -55,6 +56,7 @@ class TransformerConfig:
     - logit_scale: the factor on the final state before the unembedding; a number > 0, or None for d_model^-0.5 when the embeddings are tied and scaled, else 1 (see output_scale).
     - pad_id: tokens equal to it are masked out as keys; None or an int in [0, vocab_size) of both vocabularies.
     - rope_base: RoPE's θ base; a number > 1 (default 10000).
+    - rope_scaling: RoPE scaling for contexts beyond the training length; None, or a Hugging Face rope_scaling dict with rope_type "linear", "dynamic", "yarn" or "llama3" (see chapter 05's `rope_inv_freq`).
     - backend: the attention backend of every block: "auto", "math", "sdpa", "flash" or "triton" (default "auto").
     """
     vocab_size: int                  # V: target vocabulary (and the source's, unless src_vocab_size is set)
@@ -82,6 +84,7 @@ class TransformerConfig:
     logit_scale: float|None = None   # factor before the unembedding; None: d_model^-0.5 if tied and scaled, else 1
     pad_id: int|None = None          # if set, tokens equal to pad_id are masked out as keys
     rope_base: float = 10000.0       # RoPE's θ base
+    rope_scaling: dict|None = None   # None, or a Hugging Face rope_scaling dict (linear, dynamic, yarn, llama3)
     backend: str = "auto"            # attention backend of every block: "auto", "math", "sdpa", "flash", "triton"
 
     def __post_init__(self):
@@ -105,6 +108,9 @@ class TransformerConfig:
             raise ValueError(f"logit_scale={self.logit_scale!r} must be None or a finite number > 0")
         if isinstance(self.rope_base, bool) or not isinstance(self.rope_base, (int, float)) or not self.rope_base > 1:
             raise ValueError(f"rope_base={self.rope_base!r} must be a number > 1")
+        self.rope_scaling = check_rope_scaling(self.rope_scaling, self.rope_base)   # a clean copy, or None
+        if self.rope_scaling is not None and self.positional != "rope":
+            raise ValueError(f"rope_scaling={self.rope_scaling!r} needs positional='rope', got positional={self.positional!r}")
         if self.positional not in POSITIONALS: raise ValueError(f"positional={self.positional!r} must be one of {POSITIONALS}")
         if self.activation not in BLOCK_ACTIVATIONS:
             raise ValueError(f"activation={self.activation!r} must be one of {BLOCK_ACTIVATIONS}")
@@ -183,7 +189,7 @@ class Positions(nn.Module):
         self.kind, self.max_len = c.positional, c.max_len
         self.absolute = (SinusoidalPositionalEmbedding(c.d_model) if c.positional == "sinusoidal" else   # computed, no parameters
                          LearnedPositionalEmbedding(c.max_len, c.d_model) if c.positional == "learned" else None)
-        self.rotary = RotaryEmbedding(c.head_dim, c.rope_base) if c.positional == "rope" else None  # handed to the blocks
+        self.rotary = RotaryEmbedding(c.head_dim, c.rope_base, scaling=c.rope_scaling) if c.positional == "rope" else None  # handed to the blocks
 
     def check_length(self, T: int, past: int=0, name: str="idx"):
         "Raise a `ValueError` when positions past .. past+T-1 go beyond `max_len`."
