@@ -24,7 +24,7 @@ def sinusoidal_frequencies(d:int, # an even dimension (d_model, or head_dim for 
                           )->Tensor: # (d/2,) float64, highest frequency first
     "Angular frequencies omega_i = base^(-2i/d) for the pairs i = 0 .. d/2-1."
     check_int('d', d, even=True); _check_base(base)
-    i = torch.arange(d // 2, dtype=torch.float64)
+    i = torch.arange(d // 2, dtype=torch.float64, device='cpu')   # a CPU table, even under a meta-device context
     return base ** (-2 * i / d)
 
 # %% ../nbs/05_positional.ipynb #p05c010
@@ -34,7 +34,7 @@ def sinusoidal_encoding(n_positions:int, # number of positions 0 .. n_positions-
                         dtype=torch.float32, device=None)->Tensor: # (n_positions, d_model)
     "The fixed table of Vaswani et al. (2017): sin at even dimensions, cos at odd ones."
     check_int('n_positions', n_positions, minimum=0); check_int('d_model', d_model, even=True)
-    pos = torch.arange(n_positions, dtype=torch.float64)            # (n_positions,)
+    pos = torch.arange(n_positions, dtype=torch.float64, device='cpu')  # (n_positions,)
     angles = pos[:, None] * sinusoidal_frequencies(d_model, base)    # (n_positions, d_model/2)
     pe = torch.stack([angles.sin(), angles.cos()], dim=-1)           # (n_positions, d_model/2, 2)
     return pe.reshape(n_positions, d_model).to(dtype=dtype, device=device)  # (n_positions, d_model)
@@ -209,7 +209,7 @@ def rope_inv_freq(head_dim:int, # D, even
     if s['truncate']: lo, hi = math.floor(lo), math.ceil(hi)
     lo, hi = max(lo, 0), min(hi, head_dim - 1)
     if lo == hi: hi += 0.001
-    ramp = ((torch.arange(head_dim // 2, dtype=torch.float64) - lo) / (hi - lo)).clamp(0, 1)  # (D/2,) 0 fast .. 1 slow
+    ramp = ((torch.arange(head_dim // 2, dtype=torch.float64, device='cpu') - lo) / (hi - lo)).clamp(0, 1)  # (D/2,) 0 fast .. 1 slow
     return inv / f * ramp + inv * (1 - ramp), float(af)
 
 # %% ../nbs/05_positional.ipynb #p05c031
