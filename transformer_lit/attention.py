@@ -11,9 +11,9 @@ import torch.nn.functional as F
 
 # %% auto #0
 __all__ = ['attention_backends', 'backend_info', 'lazy_backends', 'check_qkv', 'kv_groups', 'check_mask', 'check_scale',
-           'check_dropout', 'check_int', 'repeat_kv', 'scaled_dot_product_attention', 'torch_sdpa', 'BackendInfo',
-           'register_backend', 'unregister_backend', 'backend_names', 'check_backend', 'choose_backend', 'Attended',
-           'attend']
+           'check_dropout', 'check_int', 'repeat_kv', 'causal_mask', 'scaled_dot_product_attention', 'torch_sdpa',
+           'BackendInfo', 'register_backend', 'unregister_backend', 'backend_names', 'check_backend', 'choose_backend',
+           'Attended', 'attend']
 
 # %% ../nbs/00_attention.ipynb #2540e2f8
 def check_qkv(q: torch.Tensor, # queries (..., H, Lq, D)
@@ -103,6 +103,23 @@ def repeat_kv(x: torch.Tensor, # keys or values (..., G, L, D)
     return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=-3)  # (..., G·n_rep, L, D)
 
 
+# %% ../nbs/00_attention.ipynb #58d6bb7b
+_ALIGNS = ("top-left", "bottom-right")
+
+def causal_mask(q_len:int, # Lq, the number of queries
+                k_len:int|None=None, # Lk, the number of keys (default: `q_len`)
+                align:str="top-left", # "top-left" (like torch's `is_causal`) or "bottom-right" (new queries after a cache)
+                device=None, # where to build the mask
+               ) -> torch.Tensor: # bool (Lq, Lk), True where query i may attend key j
+    "Causal mask: query i may attend key j iff j <= i + o, with o = 0 (top-left) or Lk - Lq (bottom-right)."
+    if k_len is None: k_len = q_len
+    check_int("q_len", q_len, minimum=0); check_int("k_len", k_len, minimum=0)
+    if align not in _ALIGNS: raise ValueError(f"align={align!r} must be one of {_ALIGNS}")
+    o = 0 if align == "top-left" else k_len - q_len
+    i = torch.arange(q_len, device=device)[:, None]  # (Lq, 1)
+    j = torch.arange(k_len, device=device)[None, :]  # (1, Lk)
+    return j <= i + o  # (Lq, Lk)
+
 # %% ../nbs/00_attention.ipynb #11f8ef1e
 def _grouped_matmul(a, b):
     "a @ b for a (..., G, n, L, X) and b (..., G, 1, X, Y): the n heads of a group stacked as rows, so b is never copied."
@@ -132,7 +149,7 @@ def scaled_dot_product_attention(q: torch.Tensor, # queries (..., H, Lq, d_k)
     if scale is None: scale = 1.0 / math.sqrt(q.shape[-1])
     acc = torch.promote_types(q.dtype, torch.float32)               # float32, or float64 for float64 inputs
     n = kv_groups(q, k)                                             # query heads per key/value head
-    if is_causal: mask = torch.ones(Lq, Lk, dtype=torch.bool, device=q.device).tril()  # (Lq, Lk), top-left
+    if is_causal: mask = causal_mask(Lq, Lk, device=q.device)      # (Lq, Lk), top-left
     if n == 1:                                                      # one key/value head per query head
         scores = (q.to(acc) @ k.to(acc).transpose(-2, -1)) * scale  # (..., H, Lq, Lk)
     else:                                                           # grouped view: query head g·n + j reads kv head g
