@@ -8,7 +8,7 @@ import argparse, json, math, os, statistics, sys, time
 from pathlib import Path
 import torch
 import torch.nn.functional as F
-from .attention import attention_backends, backend_names, choose_backend
+from .attention import attention_backends, backend_names, causal_mask, choose_backend
 from .flash import attention_flops, peak_memory
 from .multihead import KVCache, MultiHeadAttention
 
@@ -194,7 +194,7 @@ def bench_mha(batch: int=4, seq_len: int=1024, d_model: int=512, n_heads: int=8,
     ref = torch.nn.MultiheadAttention(d_model, n_heads, batch_first=True).to(device=device, dtype=dtype)
     ours = MultiHeadAttention.from_torch(ref)
     x = torch.randn(batch, seq_len, d_model, device=device, dtype=dtype, requires_grad=True)
-    mask = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(1) if causal else None  # torch: True = masked
+    mask = ~causal_mask(seq_len, device=device) if causal else None  # torch's convention: True = masked
     def step_ref(): ref(x, x, x, need_weights=False, attn_mask=mask, is_causal=causal)[0].sum().backward()
     def step_ours(): ours(x, is_causal=causal).sum().backward()
     H, D = n_heads, d_model // n_heads

@@ -16,7 +16,7 @@ __all__ = ['LOG2E', 'SUPPORTED_DTYPES', 'MAX_HEAD_DIM', 'TUNED_CONFIGS', 'BWD_MA
 import os, sys, math, time, json, argparse, platform, functools
 import torch
 import torch.nn.functional as F
-from .attention import check_qkv, kv_groups, register_backend, repeat_kv, scaled_dot_product_attention
+from .attention import causal_mask, check_qkv, kv_groups, register_backend, repeat_kv, scaled_dot_product_attention
 
 # The interpreter is chosen when a kernel is defined, so decide before `import triton`: on a machine
 # without CUDA, run the kernels in the interpreter unless the user already said otherwise.
@@ -450,7 +450,7 @@ def reference_attention(q, k, v, is_causal=False, scale=None,
         return scaled_dot_product_attention(q.to(hi), k.to(hi), v.to(hi), is_causal=is_causal, scale=scale)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     s = (q @ k.transpose(-2, -1)) * scale                                # (..., Lq, Lk) in q's dtype
-    if is_causal: s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool, device=q.device).tril(), float("-inf"))
+    if is_causal: s = s.masked_fill(~causal_mask(*s.shape[-2:], device=q.device), float("-inf"))
     return torch.softmax(s.float(), -1).to(q.dtype) @ v                  # (..., Lq, D)
 
 def compare_with_reference(q, k, v, # inputs (B, H, Lq, D) etc. of one dtype on one device

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-from .attention import attend, check_backend, check_dropout, check_int, check_mask, scaled_dot_product_attention
+from .attention import attend, causal_mask, check_backend, check_dropout, check_int, check_mask, scaled_dot_product_attention
 
 # %% auto #0
 __all__ = ['split_heads', 'merge_heads', 'check_kv_heads', 'attention_cost', 'kv_cache_bytes', 'KVCache', 'CrossKVCache',
@@ -236,7 +236,7 @@ def _forward(self, query: torch.Tensor, # (B, Lq, d_model)
     Lq, Lk = q.shape[-2], k.shape[-2]
     check_mask(mask, (q.shape[0], self.n_heads, Lq, Lk), is_causal)
     if is_causal and (past or attn_bias is not None):              # an explicit mask; with a cache it is bottom-right
-        mask, is_causal = torch.ones(Lq, Lk, dtype=torch.bool, device=q.device).tril(past), False  # (Lq, Lk)
+        mask, is_causal = causal_mask(Lq, Lk, "bottom-right", device=q.device), False  # (Lq, Lk), Lk = past + Lq
     if attn_bias is not None:                                       # fold mask and causality into one float bias
         check_mask(attn_bias, (q.shape[0], self.n_heads, Lq, Lk), name="attn_bias")
         bias = attn_bias.to(torch.promote_types(q.dtype, torch.float32))
