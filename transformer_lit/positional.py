@@ -11,7 +11,7 @@ __all__ = ['sinusoidal_frequencies', 'sinusoidal_encoding', 'rotation_matrix', '
 import math
 import torch
 from torch import nn, Tensor
-from .attention import check_int
+from .attention import causal_mask, check_int
 
 # %% ../nbs/05_positional.ipynb #p05c009
 def _check_base(base):
@@ -306,5 +306,5 @@ def alibi_bias(n_heads:int, q_len:int, k_len:int=None, # k_len defaults to q_len
     i = torch.arange(q_len, dtype=torch.float64)[:, None] + (k_len - q_len)   # (Lq, 1) absolute query positions
     j = torch.arange(k_len, dtype=torch.float64)[None, :]                      # (1, Lk)
     bias = -alibi_slopes(n_heads, torch.float64)[:, None, None] * (i - j).abs()  # (H, Lq, Lk)
-    if causal: bias = bias.masked_fill(j > i, float('-inf'))
+    if causal: bias = bias.masked_fill(~causal_mask(q_len, k_len, "bottom-right"), float('-inf'))  # queries aligned to the last keys
     return bias.to(dtype=dtype, device=device)
