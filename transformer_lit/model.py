@@ -298,7 +298,7 @@ class DecoderOnlyLM(nn.Module):
 
 def unembed(lm_head: nn.Linear, # the unembedding U, weight (V, d_model)
             h: Tensor, # the final state (B, T, d_model)
-            scale: float=1.0, # `TransformerConfig.output_scale`
+            scale: float=1.0, # the config's output_scale property
            ) -> Tensor: # logits (B, T, V)
     "Logits h·Uᵀ, with h multiplied by `scale` first (d_model^-0.5 for tied, √d_model-scaled embeddings)."
     return lm_head(h if scale == 1.0 else h * scale)
