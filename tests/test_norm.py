@@ -110,6 +110,18 @@ def test_constant_input_gives_zeros_not_nan():
     assert torch.equal(RMSNorm(8)(torch.zeros(2, 8)), torch.zeros(2, 8))
 
 
+@pytest.mark.parametrize("eps", [1e-5, 1e-3])
+def test_constant_token_gradient_is_the_centring_over_sqrt_eps(eps):
+    # at an exactly constant token the Jacobian of LayerNorm is (I - 11^T/d)/sqrt(eps): finite, equal to torch's
+    torch.manual_seed(0)
+    x = torch.full((3, 8), 2.0, dtype=torch.float64, requires_grad=True)
+    u = torch.randn(3, 8, dtype=torch.float64)
+    (ours,) = torch.autograd.grad((u * layer_norm(x, eps=eps)).sum(), x)
+    (ref,) = torch.autograd.grad((u * nn.functional.layer_norm(x, (8,), eps=eps)).sum(), x)
+    torch.testing.assert_close(ours, ref, **TOL[torch.float64])
+    torch.testing.assert_close(ours, (u - u.mean(-1, keepdim=True)) / math.sqrt(eps), **TOL[torch.float64])
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("kind", ["layer", "rms"])
 def test_half_inputs_use_float32_statistics(kind, dtype):
