@@ -301,7 +301,9 @@ def test_bf16_autocast_runs_in_bfloat16_and_tracks_fp32():
     fp32 = train(make_model(data, 32, 2, 1), data, TrainConfig(**cfg))
     bf16 = train(make_model(data, 32, 2, 1), data, TrainConfig(precision="bf16", **cfg))
     assert all(math.isfinite(v) for v in bf16["loss"])
-    assert abs(bf16["loss"][-1] - fp32["loss"][-1]) < 0.05                 # bfloat16 has 8 mantissa bits: ~0.4% per rounding
+    assert max(abs(a - b) for a, b in zip(bf16["loss"][:10], fp32["loss"][:10])) < 0.01   # 8 mantissa bits: ~0.4% per rounding
+    last10 = lambda h: sum(h["loss"][-10:]) / 10                          # one batch's loss is noisy; the runs part after ~10 steps
+    assert abs(last10(bf16) - last10(fp32)) < 0.1
 
 def test_step_seed_differs_by_rank_and_micro_batch():
     seeds = {step_seed(0, s, r, m) for s in range(1, 4) for r in range(4) for m in range(3)}
@@ -395,7 +397,10 @@ def test_cli_warmup_hint_and_summary_note():
     assert "val_loss: validation cross-entropy without smoothing" in summary["note"]
 
 # ---- FSDP2 and DDP in spawned processes (launch: torch.multiprocessing, gloo, 2 CPU processes)
-SPEC = dict(task="reverse", n_train=256, d_model=16, n_heads=2, n_layers=2, cfg=dict(steps=20, batch_size=16, warmup=5))
+# float64: the comparisons test the reduction, not the float32 rounding that this tiny model's training amplifies about
+# tenfold per step after ~10 steps (float32 is compared over the first 10 steps in test_float32_first_steps_equal_one)
+SPEC = dict(task="reverse", n_train=256, d_model=16, n_heads=2, n_layers=2, model_dtype="float64",
+            cfg=dict(steps=20, batch_size=16, warmup=5))
 
 def _with(spec=SPEC, **cfg): return {**spec, "cfg": {**spec["cfg"], **cfg}}
 
@@ -449,6 +454,13 @@ def test_fsdp_checkpoint_resumes_anywhere(tmp_path, one_process):
     single = train_job(SPEC, tmp_path / "fsdp.pt", True)                # and in one plain process
     _same_losses(single["loss"], one_process["loss"])
     _same_outputs(single["params"], one_process["params"])
+
+@pytest.mark.parametrize("par", ["ddp", "fsdp"])
+def test_float32_first_steps_equal_one(par):
+    f32 = {**SPEC, "model_dtype": "float32", "cfg": {**SPEC["cfg"], "steps": 10}}
+    one = train_job(f32)
+    ranks = launch(train_job, 2, {**f32, "cfg": {**f32["cfg"], "parallel": par}})
+    for r in ranks: _same_losses(r["loss"], one["loss"])
 
 def test_each_rank_draws_its_own_dropout_masks():
     import train_workers
