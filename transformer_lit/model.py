@@ -581,12 +581,7 @@ def left_padding_mask(attention_mask, # bool or 0/1 (B, T): True on real tokens
                       shape: tuple, # the ids' (B, T)
                      ) -> Tensor: # bool (B, T)
     "Check a left-padding mask: the prompt's shape, 0/1 values, each row False... then True... with at least one True."
-    if not isinstance(attention_mask, Tensor) or attention_mask.is_floating_point() or tuple(attention_mask.shape) != tuple(shape):
-        raise ValueError(f"attention_mask must be a bool or 0/1 integer tensor of shape {tuple(shape)}, got "
-                         f"{tuple(attention_mask.shape) if isinstance(attention_mask, Tensor) else type(attention_mask).__name__}")
-    if attention_mask.dtype != torch.bool and not ((attention_mask == 0) | (attention_mask == 1)).all():
-        raise ValueError("attention_mask must hold only 0 and 1 (or False and True)")
-    keep = attention_mask.bool()
+    keep = check_attention_mask(attention_mask, shape)                  # shape and 0/1 values, as bool
     if not keep[:, -1].all() or (keep[:, 1:].long() < keep[:, :-1].long()).any():
         raise ValueError("attention_mask must be left-padded: in each row False (padding) first, then True up to the last column")
     return keep
