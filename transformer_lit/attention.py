@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 # %% auto #0
-__all__ = ['check_qkv', 'kv_groups', 'check_mask', 'check_scale', 'check_dropout', 'check_int', 'repeat_kv', 'causal_mask', 'scaled_dot_product_attention', 'torch_sdpa', 'attention_backends', 'backend_info', 'lazy_backends', 'BackendInfo', 'register_backend', 'unregister_backend', 'backend_names', 'check_backend', 'choose_backend', 'Attended', 'attend']
+__all__ = ['check_qkv', 'kv_groups', 'check_mask', 'check_scale', 'check_dropout', 'check_int', 'check_values', 'repeat_kv', 'causal_mask', 'scaled_dot_product_attention', 'torch_sdpa', 'attention_backends', 'backend_info', 'lazy_backends', 'BackendInfo', 'register_backend', 'unregister_backend', 'backend_names', 'check_backend', 'choose_backend', 'Attended', 'attend']
 
 # %% ../nbs/00_attention.ipynb #2540e2f8
 def check_qkv(q: torch.Tensor, # queries (..., H, Lq, D)
@@ -87,6 +87,17 @@ def check_int(name: str, # the argument's name in the message
     if value < minimum or (maximum is not None and value > maximum) or (even and value % 2):
         raise ValueError(f"{name}={value!r} must be {rule}")
     return int(value)
+
+def check_values(ok: torch.Tensor, # bool, True where the input obeys the rule
+                 message, # the error text, or a function returning it (called only when the check fails)
+                 exc: type=ValueError, # the exception raised
+                ):
+    "Raise `exc` unless `ok` is all True: on the CPU in eager mode; other devices assert without waiting for the device; compiled code skips it."
+    if torch.compiler.is_compiling(): return            # no graph break: the compiled graph carries no checks
+    if ok.device.type == "cpu":
+        if not bool(ok.all()): raise exc(message() if callable(message) else message)
+    else:                                               # reading a CUDA value would make the host wait for the device
+        torch._assert_async(ok.all(), message if isinstance(message, str) else "a value check failed; run on the CPU to see which")
 
 # %% ../nbs/00_attention.ipynb #077f6232
 def repeat_kv(x: torch.Tensor, # keys or values (..., G, L, D)
