@@ -155,7 +155,7 @@ def test_bad_forward_input(cls):
     m = cls(16)
     with pytest.raises(ValueError, match=r"^x.shape\[-1\]=8 must equal the normalized size d=16$"): m(torch.randn(2, 3, 8))
     with pytest.raises(ValueError, match=r"^x.shape\[-1\]=None must equal the normalized size d=16$"): m(torch.tensor(1.0))
-    with pytest.raises(TypeError, match=r"^x.dtype=torch.int64 must be a floating-point dtype$"): m(torch.ones(2, 16, dtype=torch.long))
+    with pytest.raises(TypeError, match=r"^x.dtype=torch.int64 must be a floating dtype$"): m(torch.ones(2, 16, dtype=torch.long))
     with pytest.raises(TypeError, match=r"^x must be a torch.Tensor, got list$"): m([0.0] * 16)
 
 
