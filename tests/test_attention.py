@@ -582,8 +582,8 @@ def test_flags_must_be_bools():
 
 def test_inputs_on_different_devices_are_refused():
     q, k, v = qkv()
-    with E(ValueError, "k.device=meta must equal q.device=cpu"): scaled_dot_product_attention(q, k.to("meta"), v)
-    with E(ValueError, "v.device=meta must equal q.device=cpu"): torch_sdpa(q, k, v.to("meta"))
+    with E(ValueError, "q, k and v must be on one device, got q on cpu, k on meta, v on cpu"): scaled_dot_product_attention(q, k.to("meta"), v)
+    with E(ValueError, "q, k and v must be on one device, got q on cpu, k on cpu, v on meta"): torch_sdpa(q, k, v.to("meta"))
 
 def test_kv_groups_checks_its_arguments():
     q, k, v = qkv()

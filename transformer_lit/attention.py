@@ -21,7 +21,8 @@ def check_qkv(q: torch.Tensor, # queries (..., H, Lq, D)
         if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if not t.is_floating_point(): raise TypeError(f"{name}.dtype={t.dtype} must be a floating dtype")
         if t.dim() < 2: raise ValueError(f"{name}.dim()={t.dim()} must be at least 2: (..., L, D)")
-        if t.device != q.device: raise ValueError(f"{name}.device={t.device} must equal q.device={q.device}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k and v must be on one device, got q on {q.device}, k on {k.device}, v on {v.device}")
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q.dtype={q.dtype}, k.dtype={k.dtype}, v.dtype={v.dtype} must be equal")
     if not (q.dim() == k.dim() == v.dim() and q.shape[:-3] == k.shape[:-3] == v.shape[:-3]):
