@@ -579,6 +579,8 @@ def test_flags_must_be_bools():
     for bad in (1, "yes", None):
         with E(TypeError, f"is_causal={bad!r} must be a bool (True or False)"): scaled_dot_product_attention(q, k, v, is_causal=bad)
         with E(TypeError, f"return_weights={bad!r} must be a bool (True or False)"): scaled_dot_product_attention(q, k, v, return_weights=bad)
+        for backend in ALL_BACKENDS:
+            with E(TypeError, f"is_causal={bad!r} must be a bool (True or False)"): attend(q, k, v, is_causal=bad, backend=backend)
 
 def test_inputs_on_different_devices_are_refused():
     q, k, v = qkv()

@@ -222,7 +222,7 @@ def torch_sdpa(q, k, v, mask=None, is_causal=False, scale=None, dropout_p=0.0):
     "`F.scaled_dot_product_attention` with our contract: checked inputs, G key/value heads, fully masked rows give zeros."
     check_qkv(q, k, v)
     check_mask(mask, (*q.shape[:-1], k.shape[-2]), is_causal)
-    check_dropout(dropout_p); check_scale(scale, torch.promote_types(q.dtype, torch.float32))
+    check_bool("is_causal", is_causal); check_dropout(dropout_p); check_scale(scale, torch.promote_types(q.dtype, torch.float32))
     gqa = {}
     if kv_groups(q, k) > 1:                                         # G < H key/value heads
         if _SDPA_HAS_GQA: gqa = dict(enable_gqa=True)               # torch maps query head h to kv head h // (H/G)
