@@ -485,3 +485,140 @@ def test_property_gqa_backends_agree_with_oracle(p, n):
     qn = q.repeat_interleave(n, -3) + 0.1 * torch.randn_like(q.repeat_interleave(n, -3))
     for backend in BACKENDS:
         torch.testing.assert_close(attention_backends[backend](qn, k, v, mask=mask), oracle(qn, k, v, mask=mask), atol=1e-10, rtol=0)
+
+
+# ---------------------------------------------------------------- bad values that would give NaN, empty inputs, compiling
+ALL_BACKENDS = ["math", "sdpa", "flash"]
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+@pytest.mark.parametrize("s", [math.nan, math.inf, -math.inf, 10 ** 400])
+def test_non_finite_scale_is_refused(backend, s):
+    q, k, v = qkv()
+    with E(ValueError, f"scale={s!r} must be a finite number or None"): attend(q, k, v, scale=s, backend=backend)
+    with E(ValueError, f"scale={s!r} must be a finite number or None"): A.check_scale(s)
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_scale_beyond_the_score_dtype_is_refused(backend):
+    q, k, v = qkv(dtype=torch.float32)
+    with E(ValueError, "scale=1e+300 must be a finite number or None, and finite in torch.float32 (the dtype of the scores), "
+                       "whose largest value is 3.403e+38"):
+        attend(q, k, v, scale=1e300, backend=backend)
+    attend(*qkv(), scale=1e300, backend="math")                     # float64 scores hold it (and give no NaN here)
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+@pytest.mark.parametrize("s", [0.0, -0.5, 3])
+def test_finite_scales_stay_legal(backend, s):
+    q, k, v = qkv()
+    torch.testing.assert_close(attend(q, k, v, scale=s, backend=backend).out, F.scaled_dot_product_attention(q, k, v, scale=float(s)))
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_float_mask_with_plus_inf_or_nan_is_refused(backend):
+    q, k, v = qkv()
+    m = torch.zeros(5, 7, dtype=f64); m[2, 3] = math.inf
+    with E(ValueError, "mask contains +inf (1 of 35 entries, the first at index (2, 3)); a float mask may hold finite values and -inf only"):
+        attend(q, k, v, mask=m, backend=backend)
+    m[2, 3] = math.nan; m[4, 0] = math.nan
+    with E(ValueError, "mask contains NaN (2 of 35 entries, the first at index (2, 3)); a float mask may hold finite values and -inf only"):
+        attend(q, k, v, mask=m, backend=backend)
+    m[4, 0] = math.inf
+    with E(ValueError, "mask contains +inf and NaN (2 of 35 entries"): attend(q, k, v, mask=m, backend=backend)
+
+def test_check_mask_names_the_argument_and_keeps_minus_inf_legal():
+    m = torch.zeros(1, 3, 5, 7); m[0, 1, 4, 6] = math.inf
+    with E(ValueError, "attn_bias contains +inf (1 of 105 entries, the first at index (0, 1, 4, 6)); "
+                       "a float attn_bias may hold finite values and -inf only"):
+        A.check_mask(m, (2, 3, 5, 7), name="attn_bias")
+    m[0, 1, 4, 6] = -math.inf; m[0, 0] = -math.inf                 # -inf (a whole row too) and finite values are legal
+    A.check_mask(m, (2, 3, 5, 7))
+    A.check_mask(m.half(), (2, 3, 5, 7))
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_minus_inf_float_mask_equals_bool_mask(backend):
+    q, k, v = qkv()
+    keep = torch.rand(5, 7, generator=torch.Generator().manual_seed(0)) > 0.5; keep[1] = False
+    flt = torch.zeros(5, 7, dtype=f64).masked_fill(~keep, -math.inf)
+    torch.testing.assert_close(attend(q, k, v, mask=flt, backend=backend).out, attend(q, k, v, mask=keep, backend="math").out)
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_head_dim_zero_is_refused(backend):
+    q, k, v = qkv(D=4)
+    with E(ValueError, "q.shape[-1]=0 must be >= 1 (the head dim)"): attend(q[..., :0], k[..., :0], v, backend=backend)
+    with E(ValueError, "q.shape[-1]=0 must be >= 1 (the head dim)"): A.check_qkv(q[..., :0], k[..., :0], v)
+
+EMPTY = {"B=0": ((0, 4, 5, 8), (0, 2, 7, 8), (0, 2, 7, 6)), "H=0": ((2, 0, 5, 8), (2, 0, 7, 8), (2, 0, 7, 6)),
+         "Lq=0": ((2, 4, 0, 8), (2, 2, 7, 8), (2, 2, 7, 6)), "Lk=0": ((2, 4, 5, 8), (2, 2, 0, 8), (2, 2, 0, 6)),
+         "Dv=0": ((2, 4, 5, 8), (2, 2, 7, 8), (2, 2, 7, 0)), "2d Lq=0": ((0, 8), (7, 8), (7, 6))}
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+@pytest.mark.parametrize("case", list(EMPTY))
+@pytest.mark.parametrize("causal", [False, True])
+def test_empty_inputs_give_torch_shapes_values_and_gradients(backend, case, causal):
+    shapes = EMPTY[case]
+    torch.manual_seed(0)
+    ours = [torch.randn(s, dtype=f64, requires_grad=True) for s in shapes]
+    ref = [t.detach().clone().requires_grad_() for t in ours]
+    out = attend(*ours, is_causal=causal, backend=backend).out
+    gqa = dict(enable_gqa=True) if ref[0].dim() == 4 and ref[0].shape[1] != ref[1].shape[1] else {}
+    expected = F.scaled_dot_product_attention(*ref, is_causal=causal, **gqa)
+    assert out.shape == expected.shape
+    torch.testing.assert_close(out, expected)                       # Lk = 0: zeros, like torch
+    g = torch.randn(out.shape, dtype=f64)
+    (out * g).sum().backward(); (expected * g).sum().backward()
+    for a, b in zip(ours, ref):
+        assert a.grad.shape == a.shape
+        torch.testing.assert_close(a.grad, b.grad)
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_empty_batch_with_masks(backend):
+    q, k, v = qkv(B=0)
+    for mask in (torch.ones(5, 7, dtype=torch.bool), torch.zeros(0, 1, 5, 7, dtype=f64), torch.zeros(5, 7, dtype=f64)):
+        assert attend(q, k, v, mask=mask, backend=backend).out.shape == (0, 3, 5, 8)
+
+def test_flags_must_be_bools():
+    q, k, v = qkv()
+    for bad in (1, "yes", None):
+        with E(TypeError, f"is_causal={bad!r} must be a bool (True or False)"): scaled_dot_product_attention(q, k, v, is_causal=bad)
+        with E(TypeError, f"return_weights={bad!r} must be a bool (True or False)"): scaled_dot_product_attention(q, k, v, return_weights=bad)
+        for backend in ALL_BACKENDS:
+            with E(TypeError, f"is_causal={bad!r} must be a bool (True or False)"): attend(q, k, v, is_causal=bad, backend=backend)
+
+def test_inputs_on_different_devices_are_refused():
+    q, k, v = qkv()
+    with E(ValueError, "q, k and v must be on one device, got q on cpu, k on meta, v on cpu"): scaled_dot_product_attention(q, k.to("meta"), v)
+    with E(ValueError, "q, k and v must be on one device, got q on cpu, k on cpu, v on meta"): torch_sdpa(q, k, v.to("meta"))
+
+def test_kv_groups_checks_its_arguments():
+    q, k, v = qkv()
+    with E(TypeError, "q must be a torch.Tensor, got list"): A.kv_groups([1.0], k)
+
+COMPILE_CASES = {"plain": {}, "causal": dict(is_causal=True), "scale": dict(scale=0.3),
+                 "bool": dict(mask="bool"), "float": dict(mask="float"), "padding": dict(mask="padding")}
+
+def _compile_kwargs(kw, Lq, Lk, B):
+    kw = dict(kw)
+    g = torch.Generator().manual_seed(0)
+    if kw.get("mask") == "bool": kw["mask"] = torch.rand(Lq, Lk, generator=g) > 0.4
+    elif kw.get("mask") == "float": kw["mask"] = torch.randn(Lq, Lk, generator=g).masked_fill(torch.rand(Lq, Lk, generator=g) > 0.6, -math.inf)
+    elif kw.get("mask") == "padding":
+        pad = torch.ones(B, 1, 1, Lk, dtype=torch.bool); pad[0, ..., 3:] = False; kw["mask"] = pad
+    return kw
+
+@pytest.mark.parametrize("G", [4, 2])                                # multi-head and grouped-query
+@pytest.mark.parametrize("case", list(COMPILE_CASES))
+def test_math_path_compiles_as_one_graph(case, G):
+    torch._dynamo.reset()
+    q, k, v = torch.randn(2, 4, 5, 8), torch.randn(2, G, 7, 8), torch.randn(2, G, 7, 8)
+    kw = _compile_kwargs(COMPILE_CASES[case], 5, 7, 2)
+    f = torch.compile(scaled_dot_product_attention, fullgraph=True, backend="eager")
+    torch.testing.assert_close(f(q, k, v, **kw), scaled_dot_product_attention(q, k, v, **kw))
+    a = torch.compile(lambda q, k, v: attend(q, k, v, backend="math", **kw).out, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(a(q, k, v), scaled_dot_product_attention(q, k, v, **kw))
+
+def test_compiled_graph_carries_no_value_checks():
+    "The +inf check reads the mask, so it runs in eager mode only; the compiled graph has no break for it (and no check)."
+    torch._dynamo.reset()
+    q, k, v = (torch.randn(1, 2, 4, 8) for _ in range(3))
+    m = torch.zeros(4, 4); m[0, 0] = math.inf
+    with E(ValueError, "mask contains +inf"): scaled_dot_product_attention(q, k, v, mask=m)
+    explained = torch._dynamo.explain(scaled_dot_product_attention)(q, k, v, mask=m)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1

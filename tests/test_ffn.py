@@ -309,3 +309,50 @@ def test_wrong_input_width(module):
         module([0.0] * 16)
     with pytest.raises(ValueError, match=re.escape("x.shape[-1]=None must equal d_model=16")):
         module(torch.tensor(1.0))
+
+
+# -- dtypes, devices, empty inputs, compiling
+def E(exc, msg): return pytest.raises(exc, match="^" + re.escape(msg) + "$")
+
+@pytest.mark.parametrize("make", [lambda: FeedForward(8, 16), lambda: SwiGLU(8, 16), lambda: make_ffn(8, 16, "gelu")])
+def test_module_refuses_other_dtypes_and_devices(make):
+    m = make()
+    x = torch.randn(2, 3, 8)
+    for dt in (torch.int64, torch.bool, torch.uint8):
+        with E(TypeError, f"x.dtype={dt} must be a floating dtype"): m(x.to(dt))
+        with E(TypeError, f"x.dtype={dt} must be a floating dtype"): m.hidden(x.to(dt))
+    for dt in (torch.float64, torch.float16, torch.bfloat16):
+        with E(TypeError, f"x.dtype={dt} must equal the module's parameter dtype torch.float32"): m(x.to(dt))
+    with E(ValueError, "x.device=meta must equal the module's parameter device cpu"): m(x.to("meta"))
+    torch.testing.assert_close(m.double()(x.double()), m(x.double()))
+    m.float()
+    with torch.autocast("cpu", dtype=torch.bfloat16):                          # autocast casts for the matmuls itself
+        assert m(x).dtype == torch.bfloat16 and m(x.bfloat16()).dtype == torch.bfloat16
+
+@pytest.mark.parametrize("make", [lambda: FeedForward(8, 16), lambda: SwiGLU(8, 16)])
+def test_empty_batch_gives_linear_shapes_and_gradients(make):
+    m = make()
+    for shape in [(0, 8), (0, 5, 8), (2, 0, 8)]:
+        x = torch.randn(shape, requires_grad=True)
+        y = m(x)
+        assert y.shape == nn.Linear(8, 8)(x).shape == shape
+        y.sum().backward()
+        assert x.grad.shape == shape
+        torch.testing.assert_close(m.w1.weight.grad, torch.zeros_like(m.w1.weight))
+
+def test_bool_and_float_arguments():
+    for bad in (1, "yes", None):
+        with E(TypeError, f"bias={bad!r} must be a bool (True or False)"): FeedForward(8, 16, bias=bad)
+        with E(TypeError, f"bias={bad!r} must be a bool (True or False)"): SwiGLU(8, 16, bias=bad)
+        with E(TypeError, f"gated={bad!r} must be a bool (True or False)"): ffn_param_count(8, 16, gated=bad)
+    for bad in (math.nan, math.inf, -math.inf):
+        with E(ValueError, f"ffn_dim_multiplier={bad!r} must be a positive number or None"): swiglu_hidden_dim(64, 16, bad)
+    with E(ValueError, "dropout=nan must be a number in [0, 1)"): FeedForward(8, 16, dropout=math.nan)
+
+@pytest.mark.parametrize("make", [lambda: FeedForward(16, 32, "gelu"), lambda: SwiGLU(16, 32)])
+def test_ffn_compiles_as_one_graph(make):
+    torch._dynamo.reset()
+    m = make()
+    x = torch.randn(2, 5, 16)
+    c = torch.compile(m, fullgraph=True, backend="eager")
+    torch.testing.assert_close(c(x), m(x))

@@ -7,7 +7,7 @@ from torch import nn
 from hypothesis import given, strategies as st
 from transformer_lit import attention
 from transformer_lit.attention import attend, scaled_dot_product_attention, backend_info
-from transformer_lit.flash import (flash_attention, flash_forward, flash_backend, flash_attention_io,
+from transformer_lit.flash import (flash_attention, flash_forward, flash_backward, flash_backend, flash_attention_io, attention_flops,
                                    standard_attention_io, online_softmax, softmax_stats, peak_memory, BACKEND_BLOCK)
 from transformer_lit.multihead import MultiHeadAttention
 
@@ -363,3 +363,92 @@ def test_multihead_gqa_flash_equals_math():
         ga = torch.autograd.grad(a.sum(), [x, *m_flash.parameters()])
         gb = torch.autograd.grad(b.sum(), [x, *m_math.parameters()])
         for u, w in zip(ga, gb): torch.testing.assert_close(u, w, **TOL[torch.float64])
+
+
+# -- bad values that would give NaN, empty inputs, the counting functions' arguments
+import re
+def E(exc, msg): return pytest.raises(exc, match="^" + re.escape(msg))
+
+@pytest.mark.parametrize("s", [math.nan, math.inf, -math.inf])
+def test_non_finite_scale_refused_everywhere(s):
+    q, k, v = qkv(1, 2, 5, 7, 8, torch.float64)
+    o, lse = flash_forward(q.detach(), k.detach(), v.detach())
+    for call in (lambda: flash_attention(q, k, v, scale=s), lambda: flash_forward(q, k, v, scale=s),
+                 lambda: flash_backward(o, q, k, v, o, lse, scale=s), lambda: flash_backend(q, k, v, scale=s)):
+        with E(ValueError, f"scale={s!r} must be a finite number or None"): call()
+    with E(TypeError, "scale='0.5' must be a number or None"): flash_attention(q, k, v, scale="0.5")
+    with E(ValueError, "scale=1e+39 must be a finite number or None, and finite in torch.float32"):
+        flash_attention(q.float(), k.float(), v.float(), scale=1e39)
+
+def test_plus_inf_or_nan_in_a_float_mask_refused():
+    q, k, v = qkv(1, 2, 5, 7, 8, torch.float64)
+    m = torch.zeros(5, 7, dtype=torch.float64); m[0, 6] = math.inf
+    msg = "mask contains +inf (1 of 35 entries, the first at index (0, 6)); a float mask may hold finite values and -inf only"
+    with E(ValueError, msg): flash_attention(q, k, v, mask=m)
+    with E(ValueError, msg): flash_forward(q, k, v, mask=m)
+    m[0, 6] = math.nan
+    with E(ValueError, "mask contains NaN (1 of 35 entries, the first at index (0, 6))"): flash_attention(q, k, v, mask=m, block_q=2, block_k=2)
+
+def test_head_dim_zero_refused():
+    q, k, v = qkv(1, 2, 5, 7, 0, torch.float64, Dv=4)
+    with E(ValueError, "q.shape[-1]=0 must be >= 1 (the head dim)"): flash_attention(q, k, v)
+    with E(ValueError, "q.shape[-1]=0 must be >= 1 (the head dim)"): flash_forward(q, k, v)
+
+@pytest.mark.parametrize("shape", [(0, 2, 5, 7), (1, 0, 5, 7), (1, 2, 0, 7), (1, 2, 5, 0)])   # B, H, Lq, Lk
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_empty_inputs_equal_torch_forward_and_backward(shape, is_causal):
+    B, H, Lq, Lk = shape
+    q, k, v = qkv(B, H, Lq, Lk, 8, torch.float64)
+    out = flash_attention(q, k, v, is_causal=is_causal, block_q=2, block_k=3)
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+    assert out.shape == ref.shape == (B, H, Lq, 8)
+    torch.testing.assert_close(out, ref)                               # Lk = 0: zeros, as torch gives
+    do = torch.randn_like(out)
+    for g, gr, t in zip(torch.autograd.grad(out, (q, k, v), do, allow_unused=True),
+                        torch.autograd.grad(ref, (q, k, v), do, allow_unused=True), (q, k, v)):
+        assert g.shape == t.shape
+        torch.testing.assert_close(g, torch.zeros_like(t) if gr is None else gr)
+
+def test_flash_forward_and_backward_check_their_arguments():
+    q, k, v = qkv(1, 2, 5, 7, 8, torch.float64)
+    q, k, v = q.detach(), k.detach(), v.detach()
+    o, lse = flash_forward(q, k, v)
+    with E(TypeError, "on_step=3 must be callable or None"): flash_forward(q, k, v, on_step=3)
+    with E(TypeError, "is_causal=1 must be a bool (True or False)"): flash_forward(q, k, v, is_causal=1)
+    with E(ValueError, "do.shape=(1, 2, 5, 4) must be (1, 2, 5, 8) (what flash_forward returns for q, k, v)"):
+        flash_backward(o[..., :4], q, k, v, o, lse)
+    with E(ValueError, "lse.shape=(1, 2, 4) must be (1, 2, 5)"): flash_backward(o, q, k, v, o, lse[..., :4])
+    with E(TypeError, "o must be a torch.Tensor, got NoneType"): flash_backward(o, q, k, v, None, lse)
+    with E(TypeError, "lse.dtype=torch.int64 must be a floating dtype"): flash_backward(o, q, k, v, o, lse.long())
+    with E(ValueError, "block_q=0 must be a positive int"): flash_backward(o, q, k, v, o, lse, block_q=0)
+    dq, dk, dv = flash_backward(o, q, k, v, o, lse)
+    assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape
+
+def test_online_softmax_arguments_and_fully_masked_rows():
+    with E(TypeError, "x must be a torch.Tensor, got list"): softmax_stats([1.0, 2.0])
+    with E(TypeError, "x.dtype=torch.int64 must be a floating dtype"): online_softmax(torch.ones(3, dtype=torch.long))
+    with E(ValueError, "x.dim()=0 must be at least 1: (..., n)"): online_softmax(torch.tensor(1.0))
+    with E(ValueError, "block=0 must be a positive int"): online_softmax(torch.ones(3), 0)
+    with E(ValueError, "x contains NaN or +inf (2 of 3 entries): scores may hold finite values and -inf only"):
+        online_softmax(torch.tensor([0.0, math.inf, math.nan]))
+    x = torch.tensor([[-math.inf] * 5, [0.0, -math.inf, 1.0, 2.0, -math.inf]], dtype=torch.float64)
+    m, l = softmax_stats(x, 2)
+    assert m[0] == -math.inf and l[0] == 0                              # nothing seen: no NaN in the statistics
+    p = online_softmax(x, 2)
+    torch.testing.assert_close(p[0], torch.zeros(5, dtype=torch.float64))  # a row of -inf: zeros (torch.softmax gives NaN)
+    torch.testing.assert_close(p[1], torch.softmax(x[1], -1), **TOL[torch.float64])
+    assert online_softmax(torch.ones(0, 4)).shape == (0, 4) and online_softmax(torch.ones(3, 0)).shape == (3, 0)
+
+def test_counting_functions_check_their_arguments():
+    with E(ValueError, "n_q=-1 must be an int >= 0"): standard_attention_io(-1, 64)
+    with E(ValueError, "d=0 must be a positive int"): standard_attention_io(16, 0)
+    with E(TypeError, "n_k=2.5 must be an int >= 0"): standard_attention_io(16, 64, 2.5)
+    with E(ValueError, "batch=-2 must be an int >= 0"): attention_flops(-2, 8, 16, 16, 64)
+    with E(ValueError, "head_dim=0 must be a positive int"): attention_flops(1, 8, 16, 16, 0)
+    with E(TypeError, "is_causal='yes' must be a bool (True or False)"): attention_flops(1, 8, 16, 16, 64, "yes")
+    assert attention_flops(0, 8, 16, 16, 64) == 0 and standard_attention_io(0, 64, 0) == dict(reads=0, writes=0)
+    with E(ValueError, "M=0 must be a positive int"): flash_attention_io(16, 64, 0)
+    with E(TypeError, "n_q=16.0 must be an int >= 0"): flash_attention_io(16.0, 64, 1000)
+    with E(TypeError, "is_causal=1 must be a bool (True or False)"): flash_attention_io(16, 64, 1000, is_causal=1)
+    with E(TypeError, "fn=3 must be callable"): peak_memory(3)
+    with E(ValueError, "device='gpu7' must be a torch.device or a name such as 'cpu' or 'cuda:0'"): peak_memory(lambda: 1, device="gpu7")

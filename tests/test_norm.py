@@ -155,7 +155,7 @@ def test_bad_forward_input(cls):
     m = cls(16)
     with pytest.raises(ValueError, match=r"^x.shape\[-1\]=8 must equal the normalized size d=16$"): m(torch.randn(2, 3, 8))
     with pytest.raises(ValueError, match=r"^x.shape\[-1\]=None must equal the normalized size d=16$"): m(torch.tensor(1.0))
-    with pytest.raises(TypeError, match=r"^x.dtype=torch.int64 must be a floating-point dtype$"): m(torch.ones(2, 16, dtype=torch.long))
+    with pytest.raises(TypeError, match=r"^x.dtype=torch.int64 must be a floating dtype$"): m(torch.ones(2, 16, dtype=torch.long))
     with pytest.raises(TypeError, match=r"^x must be a torch.Tensor, got list$"): m([0.0] * 16)
 
 
@@ -305,3 +305,71 @@ def test_testbed_is_not_public_api():
     assert {"LayerNorm", "RMSNorm", "Residual"} <= set(norm.__all__)
     assert not {"TinyEncoder", "ffn_grad_norms"} & set(norm.__all__)
     assert callable(norm.TinyEncoder) and callable(norm.ffn_grad_norms)
+
+
+# -- dtypes, devices, parameter shapes, empty inputs, compiling
+import re
+def E(exc, msg): return pytest.raises(exc, match="^" + re.escape(msg) + "$")
+
+@pytest.mark.parametrize("cls", [LayerNorm, RMSNorm])
+def test_module_refuses_other_dtypes_and_devices(cls):
+    m = cls(8)
+    x = torch.randn(2, 3, 8)
+    for dt in (torch.int64, torch.bool, torch.int32):
+        with E(TypeError, f"x.dtype={dt} must be a floating dtype"): m(x.to(dt))
+    for dt in (torch.float64, torch.float16, torch.bfloat16):
+        with E(TypeError, f"x.dtype={dt} must equal the module's parameter dtype torch.float32"): m(x.to(dt))
+    with E(ValueError, "x.device=meta must equal the module's parameter device cpu"): m(x.to("meta"))
+    torch.testing.assert_close(m.double()(x.double()), m(x.double()))          # converted, it takes float64
+    with torch.autocast("cpu", dtype=torch.bfloat16):                          # autocast mixes dtypes on purpose
+        assert cls(8)(x.bfloat16()).dtype == torch.bfloat16
+
+@pytest.mark.parametrize("f", [layer_norm, rms_norm])
+def test_functional_checks_x_weight_and_bias(f):
+    x = torch.randn(2, 3, 8)
+    with E(TypeError, "x must be a torch.Tensor, got list"): f([1.0] * 8)
+    with E(TypeError, "x.dtype=torch.int64 must be a floating dtype"): f(x.long())
+    with E(TypeError, "x.dtype=torch.bool must be a floating dtype"): f(x > 0)
+    with E(ValueError, "x.dim()=0 must be at least 1: (..., d)"): f(torch.tensor(1.0))
+    with E(ValueError, "x.shape[-1]=0 must be >= 1 (the normalized size d)"): f(torch.randn(2, 0))
+    with E(ValueError, "weight.shape=(7,) must be (d,)=(8,), d = x.shape[-1]"): f(x, torch.ones(7))
+    with E(ValueError, "weight.shape=(1, 8) must be (d,)=(8,), d = x.shape[-1]"): f(x, torch.ones(1, 8))
+    with E(TypeError, "weight.dtype=torch.int64 must be a floating dtype"): f(x, torch.ones(8, dtype=torch.long))
+    with E(TypeError, "weight must be a torch.Tensor or None, got list"): f(x, [1.0] * 8)
+    with E(ValueError, "weight.device=meta must equal x.device=cpu"): f(x, torch.ones(8, device="meta"))
+    for eps in (math.nan, math.inf, -1.0, None):
+        with E(ValueError, f"eps={eps!r} must be a finite number > 0"): f(x, eps=eps)
+
+def test_layer_norm_bias_checked():
+    x = torch.randn(2, 8)
+    with E(ValueError, "bias.shape=(7,) must be (d,)=(8,), d = x.shape[-1]"): layer_norm(x, torch.ones(8), torch.zeros(7))
+    with E(TypeError, "bias.dtype=torch.bool must be a floating dtype"): layer_norm(x, None, torch.zeros(8, dtype=torch.bool))
+    with E(TypeError, "bias=1 must be a bool (True or False)"): LayerNorm(8, bias=1)
+
+@pytest.mark.parametrize("kind", ["layer", "rms"])
+def test_empty_batch_gives_torch_shapes_and_gradients(kind):
+    ours = (LayerNorm if kind == "layer" else RMSNorm)(8)
+    ref = nn.LayerNorm(8) if kind == "layer" else nn.RMSNorm(8, eps=1e-6)
+    for shape in [(0, 8), (0, 5, 8), (3, 0, 8)]:
+        x = torch.randn(shape, requires_grad=True)
+        y, yr = ours(x), ref(x)
+        assert y.shape == yr.shape == shape
+        y.sum().backward()
+        assert x.grad.shape == shape and ours.weight.grad.shape == (8,)
+        torch.testing.assert_close(ours.weight.grad, torch.zeros(8))
+
+def test_residual_passes_the_dtype_check_on():
+    r = Residual(nn.Identity(), 8)
+    with E(TypeError, "x.dtype=torch.float64 must equal the module's parameter dtype torch.float32"): r(torch.randn(2, 8, dtype=torch.float64))
+    assert r(torch.randn(0, 3, 8)).shape == (0, 3, 8)
+
+@pytest.mark.parametrize("cls", [LayerNorm, RMSNorm])
+def test_norm_compiles_as_one_graph(cls):
+    torch._dynamo.reset()
+    m = cls(16)
+    with torch.no_grad(): m.weight.normal_()
+    x = torch.randn(2, 5, 16)
+    c = torch.compile(m, fullgraph=True, backend="eager")
+    torch.testing.assert_close(c(x), m(x))
+    f = torch.compile(layer_norm if cls is LayerNorm else rms_norm, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(f(x, m.weight), (layer_norm if cls is LayerNorm else rms_norm)(x, m.weight))

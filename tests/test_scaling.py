@@ -327,3 +327,39 @@ def test_jacobian_curves_respect_max_d_k():
     c = jacobian_curves(ScalingExplorer(n_queries=16, max_d_k=100))
     assert c["d_k"] == [d for d in DK_STEPS if d <= 100]
     assert len(c[True]) == len(c[False]) == len(c["d_k"])
+
+
+# ---------------------------------------------------------------- bad input to the measures, empty inputs
+def E(exc, msg): return pytest.raises(exc, match="^" + re.escape(msg) + "$")
+
+@pytest.mark.parametrize("f", [softmax_entropy, softmax_jacobian, softmax_jacobian_norm])
+def test_measures_check_their_input(f):
+    with E(TypeError, "p must be a torch.Tensor, got list"): f([0.5, 0.5])
+    with E(TypeError, "p.dtype=torch.int64 must be a floating dtype"): f(torch.ones(2, dtype=torch.long))
+    with E(ValueError, "p.dim()=0 must be at least 1: (..., n)"): f(torch.tensor(1.0))
+    with E(ValueError, "p.shape[-1]=0 must be >= 1 (a distribution over n >= 1 keys)"): f(torch.ones(3, 0))
+    p = torch.softmax(torch.randn(0, 4, dtype=F64), -1)                  # no rows: an empty result
+    assert f(p).shape == {softmax_jacobian: (0, 4, 4)}.get(f, (0,))
+
+def test_saturation_metrics_checks_scores():
+    with E(TypeError, "scores must be a torch.Tensor, got list"): saturation_metrics([0.0, 1.0])
+    with E(TypeError, "scores.dtype=torch.bool must be a real dtype"): saturation_metrics(torch.ones(3, dtype=torch.bool))
+    with E(ValueError, "scores.shape[-1]=0 must be >= 1 (a distribution over n >= 1 keys)"): saturation_metrics(torch.ones(2, 0))
+    with E(ValueError, "scores contains NaN or +inf (2 of 6 entries): they may hold finite values and -inf only"):
+        saturation_metrics(torch.tensor([[0.0, math.inf, 1.0], [math.nan, 0.0, 0.0]]))
+    m = saturation_metrics(torch.tensor([[0.0, -math.inf, 0.0]], dtype=F64))   # -inf: a key left out
+    torch.testing.assert_close(m["probs"], torch.tensor([[0.5, 0.0, 0.5]], dtype=F64))
+    torch.testing.assert_close(m["entropy"], torch.tensor([math.log(2)], dtype=F64))
+    torch.testing.assert_close(saturation_metrics(torch.tensor([[1, 1]]))["max_prob"], torch.tensor([0.5]))  # integer scores
+    assert saturation_metrics(torch.ones(0, 3))["entropy"].shape == (0,)
+
+def test_variance_functions_and_explorer_flags(ex):
+    with E(ValueError, "d_k=0 must be a positive int"): dot_product_variance_se(0)
+    with E(ValueError, "n_samples=1 must be an int >= 2"): dot_product_variance_se(4, 1)
+    with E(TypeError, "seed=1.5 must be an int >= 0"): dot_product_variance(4, seed=1.5)
+    with E(ValueError, "seed=-1 must be an int >= 0"): dot_product_variance(4, seed=-1)
+    with E(TypeError, "scaled='no' must be a bool (True or False)"): dot_product_variance(4, scaled="no")
+    with E(TypeError, "scaled=1 must be a bool (True or False)"): ex(16, scaled=1)
+    with E(TypeError, "d_ks=3 must be an iterable of positive ints"): ex.curve(3)
+    with E(TypeError, "d_ks='64' must be an iterable of positive ints"): ex.curve("64")
+    assert all(len(c) == 0 for c in ex.curve([]).values())

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 # %% auto #0
-__all__ = ['check_qkv', 'kv_groups', 'check_mask', 'check_scale', 'check_dropout', 'check_int', 'check_values', 'repeat_kv', 'causal_mask', 'scaled_dot_product_attention', 'torch_sdpa', 'attention_backends', 'backend_info', 'lazy_backends', 'BackendInfo', 'register_backend', 'unregister_backend', 'backend_names', 'check_backend', 'choose_backend', 'Attended', 'attend']
+__all__ = ['check_qkv', 'kv_groups', 'check_mask', 'check_bool', 'check_scale', 'check_dropout', 'check_int', 'check_values', 'repeat_kv', 'causal_mask', 'scaled_dot_product_attention', 'torch_sdpa', 'attention_backends', 'backend_info', 'lazy_backends', 'BackendInfo', 'register_backend', 'unregister_backend', 'backend_names', 'check_backend', 'choose_backend', 'Attended', 'attend']
 
 # %% ../nbs/00_attention.ipynb #2540e2f8
 def check_qkv(q: torch.Tensor, # queries (..., H, Lq, D)
@@ -21,6 +21,8 @@ def check_qkv(q: torch.Tensor, # queries (..., H, Lq, D)
         if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if not t.is_floating_point(): raise TypeError(f"{name}.dtype={t.dtype} must be a floating dtype")
         if t.dim() < 2: raise ValueError(f"{name}.dim()={t.dim()} must be at least 2: (..., L, D)")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k and v must be on one device, got q on {q.device}, k on {k.device}, v on {v.device}")
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q.dtype={q.dtype}, k.dtype={k.dtype}, v.dtype={v.dtype} must be equal")
     if not (q.dim() == k.dim() == v.dim() and q.shape[:-3] == k.shape[:-3] == v.shape[:-3]):
@@ -33,6 +35,7 @@ def check_qkv(q: torch.Tensor, # queries (..., H, Lq, D)
         if (G == 0) != (H == 0) or (G and H % G):
             raise ValueError(f"k.shape[-3]={G} key/value heads must divide q.shape[-3]={H} query heads "
                              "(each key/value head serves the same number of query heads)")
+    if q.shape[-1] == 0: raise ValueError("q.shape[-1]=0 must be >= 1 (the head dim)")  # 1/sqrt(0): no default scale
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q.shape[-1]={q.shape[-1]} must equal k.shape[-1]={k.shape[-1]} (the key dim d_k)")
     if k.shape[-2] != v.shape[-2]:
@@ -40,6 +43,8 @@ def check_qkv(q: torch.Tensor, # queries (..., H, Lq, D)
 
 def kv_groups(q: torch.Tensor, k: torch.Tensor) -> int:
     "How many query heads share each key/value head: q.shape[-3] // k.shape[-3] (1 for inputs without a head dim)."
+    for name, t in (("q", q), ("k", k)):
+        if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     return q.shape[-3] // k.shape[-3] if q.dim() > 2 and k.shape[-3] else 1
 
 
@@ -61,11 +66,33 @@ def check_mask(mask, # None, a bool mask (True = may attend) or a float mask add
     if is_causal:
         raise ValueError("is_causal=True together with an explicit mask is ambiguous (add a causal mask, or is the "
                          "mask already causal?): fold the causal part into the mask and pass is_causal=False")
+    if mask.is_floating_point():            # +inf or NaN added to a score makes its whole softmax row NaN
+        check_values(~(mask.isnan() | (mask == math.inf)), lambda: _bad_float_mask(mask, name))
 
-def check_scale(scale):
-    "Raise a `TypeError` naming `scale` unless it is None or a real number."
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
-        raise TypeError(f"scale={scale!r} must be a number or None")
+def _bad_float_mask(mask, name):
+    "The error text for a float mask holding +inf or NaN: which of them, how many, and where the first is."
+    bad = mask.isnan() | (mask == math.inf)
+    kinds = " and ".join(w for w, t in (("+inf", mask == math.inf), ("NaN", mask.isnan())) if t.any())
+    first = tuple(bad.nonzero()[0].tolist())
+    return (f"{name} contains {kinds} ({int(bad.sum())} of {mask.numel()} entries, the first at index {first}); "
+            f"a float {name} may hold finite values and -inf only")
+
+def check_bool(name: str, value):
+    "Raise a `TypeError` naming `name` unless `value` is a bool (an int such as 1 is refused)."
+    if not isinstance(value, bool): raise TypeError(f"{name}={value!r} must be a bool (True or False)")
+
+def check_scale(scale, # None (the default 1/sqrt(d_k)) or a finite real number
+                dtype: torch.dtype|None=None, # the dtype the scores are computed in: the scale must be finite there too
+               ):
+    "Raise a `TypeError` (not a number) or `ValueError` (not finite) naming `scale` unless it is None or a finite real number."
+    if scale is None: return
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)): raise TypeError(f"scale={scale!r} must be a number or None")
+    try: finite = math.isfinite(scale)
+    except OverflowError: finite = False                            # an int beyond the float range
+    if not finite: raise ValueError(f"scale={scale!r} must be a finite number or None")
+    if dtype is not None and abs(scale) > torch.finfo(dtype).max:
+        raise ValueError(f"scale={scale!r} must be a finite number or None, and finite in {dtype} (the dtype of the scores), "
+                         f"whose largest value is {torch.finfo(dtype).max:.4g}")
 
 def check_dropout(dropout_p, name="dropout_p"):
     "Raise a `ValueError` naming `name` unless 0 <= `dropout_p` < 1."
@@ -151,10 +178,11 @@ def scaled_dot_product_attention(q: torch.Tensor, # queries (..., H, Lq, d_k)
     "softmax(q kᵀ · scale + mask) v, with the softmax in >= float32 and fully masked rows giving zeros."
     check_qkv(q, k, v)
     Lq, Lk = q.shape[-2], k.shape[-2]
+    check_bool("is_causal", is_causal); check_bool("return_weights", return_weights)
     check_mask(mask, (*q.shape[:-1], Lk), is_causal)
-    check_dropout(dropout_p); check_scale(scale)
-    if scale is None: scale = 1.0 / math.sqrt(q.shape[-1])
     acc = torch.promote_types(q.dtype, torch.float32)               # float32, or float64 for float64 inputs
+    check_dropout(dropout_p); check_scale(scale, acc)
+    if scale is None: scale = 1.0 / math.sqrt(q.shape[-1])
     n = kv_groups(q, k)                                             # query heads per key/value head
     if is_causal: mask = causal_mask(Lq, Lk, device=q.device)      # (Lq, Lk), top-left
     if n == 1:                                                      # one key/value head per query head
@@ -194,7 +222,7 @@ def torch_sdpa(q, k, v, mask=None, is_causal=False, scale=None, dropout_p=0.0):
     "`F.scaled_dot_product_attention` with our contract: checked inputs, G key/value heads, fully masked rows give zeros."
     check_qkv(q, k, v)
     check_mask(mask, (*q.shape[:-1], k.shape[-2]), is_causal)
-    check_dropout(dropout_p); check_scale(scale)
+    check_bool("is_causal", is_causal); check_dropout(dropout_p); check_scale(scale, torch.promote_types(q.dtype, torch.float32))
     gqa = {}
     if kv_groups(q, k) > 1:                                         # G < H key/value heads
         if _SDPA_HAS_GQA: gqa = dict(enable_gqa=True)               # torch maps query head h to kv head h // (H/G)

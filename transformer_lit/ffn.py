@@ -4,11 +4,12 @@
 
 # %% ../nbs/04_ffn.ipynb #5b25c95f
 from __future__ import annotations
+import math
 from functools import partial
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .attention import check_dropout, check_int
+from .attention import check_bool, check_dropout, check_int
 
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'get_activation', 'FeedForward', 'swiglu_hidden_dim', 'SwiGLU', 'ffn_param_count', 'make_ffn']
@@ -21,10 +22,15 @@ ACTIVATIONS = {
     "silu": F.silu,                                    # z·σ(z), Swish with β = 1
 }
 
-def _check_features(x, d_model):
-    "Raise a `TypeError`/`ValueError` unless `x` is a tensor whose last dim is `d_model`."
+def _check_features(x, d_model, weight=None):
+    "Raise a `TypeError`/`ValueError` unless `x` is a floating tensor whose last dim is `d_model`, with the dtype and device of `weight`."
     if not isinstance(x, torch.Tensor): raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() == 0 or x.shape[-1] != d_model: raise ValueError(f"x.shape[-1]={x.shape[-1] if x.dim() else None} must equal d_model={d_model}")
+    if not x.is_floating_point(): raise TypeError(f"x.dtype={x.dtype} must be a floating dtype")
+    if weight is None: return
+    if x.device != weight.device: raise ValueError(f"x.device={x.device} must equal the module's parameter device {weight.device}")
+    if x.dtype != weight.dtype and not torch.is_autocast_enabled(x.device.type):  # autocast casts for the matmuls itself
+        raise TypeError(f"x.dtype={x.dtype} must equal the module's parameter dtype {weight.dtype}")
 
 def get_activation(name:str):
     "The activation function called `name` in `ACTIVATIONS`."
@@ -43,7 +49,7 @@ class FeedForward(nn.Module):
                  dropout:float=0.0,     # dropout on the hidden activations (PyTorch's inner `dropout`)
                  bias:bool=True):       # biases b1 and b2
         super().__init__()
-        check_int("d_model", d_model); check_int("d_ff", d_ff); check_dropout(dropout, "dropout")
+        check_int("d_model", d_model); check_int("d_ff", d_ff); check_dropout(dropout, "dropout"); check_bool("bias", bias)
         self.activation, self.f = activation, get_activation(activation)
         self.w1 = nn.Linear(d_model, d_ff, bias=bias)   # weight (d_ff, d_model): row i is key k_i
         self.w2 = nn.Linear(d_ff, d_model, bias=bias)   # weight (d_model, d_ff): column i is value v_i
@@ -51,7 +57,7 @@ class FeedForward(nn.Module):
 
     def hidden(self, x:torch.Tensor) -> torch.Tensor:
         "The hidden activations f(x W1 + b1), shape (..., d_ff): the memory coefficients."
-        _check_features(x, self.w1.in_features)
+        _check_features(x, self.w1.in_features, self.w1.weight)
         return self.f(self.w1(x))                       # (..., d_ff)
 
     def forward(self, x:torch.Tensor) -> torch.Tensor:
@@ -70,7 +76,7 @@ def swiglu_hidden_dim(d_model:int,                       # width of the residual
     h = 8 * d_model // 3                                 # = int(2 * (4 * d_model) / 3) in Meta's code
     if ffn_dim_multiplier is not None:
         if isinstance(ffn_dim_multiplier, bool) or not isinstance(ffn_dim_multiplier, (int, float)) \
-           or ffn_dim_multiplier <= 0:
+           or not 0 < ffn_dim_multiplier < math.inf:                 # NaN fails both comparisons, inf the second
             raise ValueError(f"ffn_dim_multiplier={ffn_dim_multiplier!r} must be a positive number or None")
         h = int(ffn_dim_multiplier * h)
     return multiple_of * -(-h // multiple_of)           # ceil(h / multiple_of) · multiple_of
@@ -85,7 +91,7 @@ class SwiGLU(nn.Module):
                  dropout:float=0.0,     # dropout on the gated hidden activations (LLaMA uses none)
                  bias:bool=False):      # LLaMA and PaLM use no biases
         super().__init__()
-        check_int("d_model", d_model); check_dropout(dropout, "dropout")
+        check_int("d_model", d_model); check_dropout(dropout, "dropout"); check_bool("bias", bias)
         if d_ff is None: d_ff = swiglu_hidden_dim(d_model, multiple_of)
         check_int("d_ff", d_ff)
         self.w1 = nn.Linear(d_model, d_ff, bias=bias)   # gate: SiLU(x W1); weight (d_ff, d_model)
@@ -95,7 +101,7 @@ class SwiGLU(nn.Module):
 
     def hidden(self, x:torch.Tensor) -> torch.Tensor:
         "The gated hidden activations SiLU(x W1) ⊙ x W3, shape (..., d_ff)."
-        _check_features(x, self.w1.in_features)
+        _check_features(x, self.w1.in_features, self.w1.weight)
         return F.silu(self.w1(x)) * self.w3(x)          # (..., d_ff)
 
     def forward(self, x:torch.Tensor) -> torch.Tensor:
@@ -105,7 +111,7 @@ class SwiGLU(nn.Module):
 # %% ../nbs/04_ffn.ipynb #bddcf774
 def ffn_param_count(d_model:int, d_ff:int, gated:bool=False, bias:bool=True) -> int:
     "Parameters of an FFN (2 matrices) or a gated FFN such as SwiGLU (3 matrices), with or without biases."
-    check_int("d_model", d_model); check_int("d_ff", d_ff)
+    check_int("d_model", d_model); check_int("d_ff", d_ff); check_bool("gated", gated); check_bool("bias", bias)
     n_in = 2 if gated else 1                      # input projections: w1 (and w3 when gated)
     return (n_in + 1) * d_model * d_ff + ((n_in * d_ff + d_model) if bias else 0)
 

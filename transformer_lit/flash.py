@@ -6,7 +6,8 @@
 from __future__ import annotations
 import ctypes, gc, math, os
 import torch
-from .attention import check_qkv, check_mask, check_dropout, check_int, kv_groups, register_backend
+from .attention import (check_bool, check_dropout, check_int, check_mask, check_qkv, check_scale, check_values,
+                                       kv_groups, register_backend)
 
 # %% auto #0
 __all__ = ['BACKEND_BLOCK', 'standard_attention_io', 'attention_flops', 'softmax_stats', 'online_softmax', 'check_flash_inputs',
@@ -19,7 +20,8 @@ def standard_attention_io(n_q: int, # query length L_q
                           n_k: int|None=None, # key length L_k; default n_q
                          ) -> dict:
     "HBM elements read and written by standard attention (Dao et al. 2022, Algorithm 0)."
-    n_k = n_q if n_k is None else n_k
+    n_q, d = check_int("n_q", n_q, minimum=0), check_int("d", d)
+    n_k = n_q if n_k is None else check_int("n_k", n_k, minimum=0)
     reads = (n_q * d + n_k * d) + n_q * n_k + (n_q * n_k + n_k * d)   # Q,K -> S;  S -> P;  P,V -> O
     writes = n_q * n_k + n_q * n_k + n_q * d                          # S, P, O
     return dict(reads=reads, writes=writes)
@@ -30,6 +32,8 @@ def attention_flops(batch: int, heads: int, n_q: int, n_k: int, head_dim: int, #
                     mode: str="fwd", # "fwd", "bwd" or "fwd+bwd"
                    ) -> float:
     "FLOPs of attention: 4·B·H·Lq·Lk·D forward, half when causal; the backward counts 2.5x the forward."
+    for name, n in (("batch", batch), ("heads", heads), ("n_q", n_q), ("n_k", n_k)): check_int(name, n, minimum=0)
+    check_int("head_dim", head_dim); check_bool("is_causal", is_causal)
     if mode not in ("fwd", "bwd", "fwd+bwd"): raise ValueError(f"mode={mode!r} must be 'fwd', 'bwd' or 'fwd+bwd'")
     f = 4.0 * batch * heads * n_q * n_k * head_dim * (0.5 if is_causal else 1.0)
     return f * {"fwd": 1.0, "bwd": 2.5, "fwd+bwd": 3.5}[mode]
@@ -38,29 +42,39 @@ def attention_flops(batch: int, heads: int, n_q: int, n_k: int, head_dim: int, #
 def softmax_stats(x: torch.Tensor, # scores (..., n)
                   block: int=64, # how many entries are seen at a time
                  ):
-    "Running max `m` and sum `l` = sum(exp(x - m)) over the last dim, one block at a time."
+    "Running max `m` and sum `l` = sum(exp(x - m)) over the last dim, one block at a time (m = -inf, l = 0 for a row of -inf)."
+    if not isinstance(x, torch.Tensor): raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point(): raise TypeError(f"x.dtype={x.dtype} must be a floating dtype")
+    if x.dim() == 0: raise ValueError("x.dim()=0 must be at least 1: (..., n)")
+    block = check_int("block", block)
+    check_values(~(x.isnan() | (x == math.inf)), lambda: f"x contains NaN or +inf ({int((x.isnan() | (x == math.inf)).sum())} "
+                 f"of {x.numel()} entries): scores may hold finite values and -inf only")
     m = torch.full(x.shape[:-1], -math.inf, dtype=x.dtype, device=x.device)  # (...,)
     l = torch.zeros_like(m)
     for j0 in range(0, x.shape[-1], block):
         xb = x[..., j0:j0 + block]                                  # (..., block)
         m_new = torch.maximum(m, xb.amax(-1))
-        l = torch.exp(m - m_new) * l + torch.exp(xb - m_new[..., None]).sum(-1)
+        m_safe = m_new.nan_to_num(neginf=0.0)                       # a row of -inf so far: subtract 0, not -inf
+        l = torch.exp(m - m_safe) * l + torch.exp(xb - m_safe[..., None]).sum(-1)
         m = m_new
     return m, l
 
 def online_softmax(x: torch.Tensor, block: int=64):
-    "Softmax over the last dim from the statistics of `softmax_stats` (a single pass over the blocks)."
+    "Softmax over the last dim from the statistics of `softmax_stats` (a single pass over the blocks); a row of -inf gives zeros."
     m, l = softmax_stats(x, block)
-    return torch.exp(x - m[..., None]) / l[..., None]
+    return torch.exp(x - m.nan_to_num(neginf=0.0)[..., None]) / l.clamp(min=torch.finfo(l.dtype).tiny)[..., None]
 
 # %% ../nbs/10_flash_attention.ipynb #f3ea0d75
 def check_flash_inputs(q, k, v, # queries (..., H, Lq, D), keys (..., G, Lk, D), values (..., G, Lk, Dv)
                        mask=None, is_causal=False, # as in `scaled_dot_product_attention`
                        block_q=64, block_k=64, # tile sizes
+                       scale=None, # None or a finite number
                       ):
     "Validate `flash_attention`'s arguments; return the mask expanded (a view, no copy) to `(..., H, Lq, Lk)`."
     check_qkv(q, k, v)
+    check_bool("is_causal", is_causal)
     check_int("block_q", block_q); check_int("block_k", block_k)
+    check_scale(scale, torch.promote_types(q.dtype, torch.float32))  # finite in the dtype the scores are computed in
     shape = (*q.shape[:-1], k.shape[-2])
     check_mask(mask, shape, is_causal)
     if mask is None: return None
@@ -82,13 +96,15 @@ def _mask_scores(s, mask, is_causal, i0, i1, j0, j1):
 
 # %% ../nbs/10_flash_attention.ipynb #d09cc70f
 def flash_forward(q, k, v, # queries (..., H, Lq, D), keys (..., G, Lk, D), values (..., G, Lk, Dv); G divides H
-                  mask=None, # None, or a bool/float mask already expanded to (..., H, Lq, Lk)
+                  mask=None, # None, or a bool/float mask broadcastable to (..., H, Lq, Lk)
                   is_causal=False, # top-left causal: query i attends keys j <= i
                   scale=None, # default 1/sqrt(D)
                   block_q=64, block_k=64, # tile sizes
                   on_step=None, # called after every tile as on_step(i0=, i1=, j0=, j1=, m=, l=, o=) (for teaching)
                  ):
     "Tiled forward pass: the output `o` (..., H, Lq, Dv) and the row logsumexp `lse` (..., H, Lq) (+inf on empty rows)."
+    mask = check_flash_inputs(q, k, v, mask, is_causal, block_q, block_k, scale)  # (..., H, Lq, Lk) view, or None
+    if on_step is not None and not callable(on_step): raise TypeError(f"on_step={on_step!r} must be callable or None")
     if q.dim() == 2:                                                # (L, D): a single head
         o, lse = flash_forward(q[None], k[None], v[None], None if mask is None else mask[None], is_causal, scale,
                                block_q, block_k, on_step)
@@ -137,6 +153,11 @@ def flash_backward(do, q, k, v, o, lse, # the incoming gradient dO, the inputs, 
                    mask=None, is_causal=False, scale=None, block_q=64, block_k=64, # as in `flash_forward`
                   ):
     "Tiled backward pass that recomputes P from `lse`: returns `(dq, dk, dv)`, dk and dv summed over the query heads that share them."
+    mask = check_flash_inputs(q, k, v, mask, is_causal, block_q, block_k, scale)  # (..., H, Lq, Lk) view, or None
+    for name, t, shape in (("do", do, (*q.shape[:-1], v.shape[-1])), ("o", o, (*q.shape[:-1], v.shape[-1])), ("lse", lse, q.shape[:-1])):
+        if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if not t.is_floating_point(): raise TypeError(f"{name}.dtype={t.dtype} must be a floating dtype")
+        if t.shape != shape: raise ValueError(f"{name}.shape={tuple(t.shape)} must be {tuple(shape)} (what flash_forward returns for q, k, v)")
     if q.dim() == 2:                                                # (L, D): a single head
         grads = flash_backward(do[None], q[None], k[None], v[None], o[None], lse[None], None if mask is None else mask[None],
                                is_causal, scale, block_q, block_k)
@@ -199,7 +220,7 @@ def flash_attention(q: torch.Tensor, # queries (..., H, Lq, D)
                     mask: torch.Tensor|None=None, # bool (True = may attend) or float (added, no gradient), broadcastable to (..., H, Lq, Lk)
                    ) -> torch.Tensor:
     "Exact softmax(q kᵀ · scale + mask) v, tile by tile with O(N) extra memory; k, v may have fewer heads than q; differentiable."
-    mask = check_flash_inputs(q, k, v, mask, is_causal, block_q, block_k)
+    mask = check_flash_inputs(q, k, v, mask, is_causal, block_q, block_k, scale)
     return FlashAttentionFunction.apply(q, k, v, mask, is_causal, scale, block_q, block_k)
 
 # %% ../nbs/10_flash_attention.ipynb #6a2f3f8c
@@ -225,7 +246,9 @@ def flash_attention_io(n_q: int, # query length L_q
                        is_causal: bool=False, # skip key tiles right of the diagonal, as `flash_forward` does
                       ) -> dict:
     "HBM elements read and written by `flash_forward`'s loops with an on-chip memory of `M` elements."
-    n_k = n_q if n_k is None else n_k
+    n_q, d, M = check_int("n_q", n_q, minimum=0), check_int("d", d), check_int("M", M)
+    n_k = n_q if n_k is None else check_int("n_k", n_k, minimum=0)
+    check_bool("is_causal", is_causal)
     block_q = max(1, math.ceil(M / (4 * d)))                        # q_i and o_i: half of M
     block_k = max(1, min(block_q, d))                               # k_j and v_j: at most the other half
     reads = writes = 0
@@ -250,7 +273,9 @@ def _malloc_trim():
 def peak_memory(fn, # called once as fn(*args, **kwargs)
                 *args, device="cpu", **kwargs):
     "`(result, extra)`: what `fn` returned, and its peak memory in bytes above the memory in use before the call (NaN if unmeasurable)."
-    device = torch.device(device)
+    if not callable(fn): raise TypeError(f"fn={fn!r} must be callable")
+    try: device = torch.device(device)
+    except (RuntimeError, TypeError): raise ValueError(f"device={device!r} must be a torch.device or a name such as 'cpu' or 'cuda:0'") from None
     gc.collect()
     if device.type == "cuda":
         torch.cuda.synchronize(device); torch.cuda.reset_peak_memory_stats(device)

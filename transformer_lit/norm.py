@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import torch
 import torch.nn as nn
-from .attention import check_dropout, check_int
+from .attention import check_bool, check_dropout, check_int
 from .multihead import MultiHeadAttention
 
 # %% auto #0
@@ -19,12 +19,28 @@ def _check_eps(eps):
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (0 < eps < math.inf):
         raise ValueError(f"eps={eps!r} must be a finite number > 0")
 
-def _check_input(x, d):
-    "Raise a `TypeError`/`ValueError` unless `x` is a floating tensor whose last dimension is `d`."
+def _check_input(x, d=None, weight=None):
+    "Raise a `TypeError`/`ValueError` unless `x` is a floating tensor whose last dimension is `d` (>= 1 when None), with the dtype and device of `weight`."
     if not isinstance(x, torch.Tensor): raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-    if not x.is_floating_point(): raise TypeError(f"x.dtype={x.dtype} must be a floating-point dtype")
-    if x.dim() == 0 or x.shape[-1] != d:
+    if not x.is_floating_point(): raise TypeError(f"x.dtype={x.dtype} must be a floating dtype")
+    if d is None:
+        if x.dim() == 0: raise ValueError("x.dim()=0 must be at least 1: (..., d)")
+        if x.shape[-1] == 0: raise ValueError("x.shape[-1]=0 must be >= 1 (the normalized size d)")  # a mean over nothing
+    elif x.dim() == 0 or x.shape[-1] != d:
         raise ValueError(f"x.shape[-1]={x.shape[-1] if x.dim() else None} must equal the normalized size d={d}")
+    if weight is None: return
+    if x.device != weight.device: raise ValueError(f"x.device={x.device} must equal the module's parameter device {weight.device}")
+    if x.dtype != weight.dtype and not torch.is_autocast_enabled(x.device.type):  # autocast mixes dtypes itself
+        raise TypeError(f"x.dtype={x.dtype} must equal the module's parameter dtype {weight.dtype}")
+
+def _check_param(name, p, x):
+    "Raise a `TypeError`/`ValueError` unless `p` (a norm's weight or bias) is None or a floating (d,) tensor on x's device."
+    if p is None: return
+    if not isinstance(p, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor or None, got {type(p).__name__}")
+    if not p.is_floating_point(): raise TypeError(f"{name}.dtype={p.dtype} must be a floating dtype")
+    d = x.shape[-1]
+    if p.shape != (d,): raise ValueError(f"{name}.shape={tuple(p.shape)} must be (d,)=({d},), d = x.shape[-1]")
+    if p.device != x.device: raise ValueError(f"{name}.device={p.device} must equal x.device={x.device}")
 
 def _stat_dtype(x):
     "The dtype for normalisation statistics: float32 for half/bfloat16, else the input's own."
@@ -37,7 +53,7 @@ def layer_norm(x: torch.Tensor, # (..., d)
                eps: float=1e-5, # ε, added to the variance inside the square root
               ) -> torch.Tensor:
     "LayerNorm over the last dimension: γ·(x − μ)/√(σ² + ε) + β with the biased variance σ²."
-    _check_eps(eps)
+    _check_input(x); _check_param("weight", weight, x); _check_param("bias", bias, x); _check_eps(eps)
     xf = x.to(_stat_dtype(x))
     mu = xf.mean(-1, keepdim=True)                                    # (..., 1)
     var = (xf - mu).pow(2).mean(-1, keepdim=True)                     # (..., 1): divide by d, not d - 1
@@ -53,13 +69,13 @@ class LayerNorm(nn.Module):
                  bias: bool=True, # learn β (GPT-2 style); False as in `torch.nn.LayerNorm(bias=False)`
                 ):
         super().__init__()
-        check_int("d", d); _check_eps(eps)
+        check_int("d", d); _check_eps(eps); check_bool("bias", bias)
         self.d, self.eps = d, eps
         self.weight = nn.Parameter(torch.ones(d))                     # γ
         self.bias = nn.Parameter(torch.zeros(d)) if bias else None    # β
 
     def forward(self, x: torch.Tensor) -> torch.Tensor: # (..., d) -> (..., d)
-        _check_input(x, self.d)
+        _check_input(x, self.d, self.weight)
         return layer_norm(x, self.weight, self.bias, self.eps)
 
     def extra_repr(self): return f"d={self.d}, eps={self.eps}, bias={self.bias is not None}"
@@ -70,7 +86,7 @@ def rms_norm(x: torch.Tensor, # (..., d)
              eps: float=1e-6, # ε, added to the mean square inside the square root
             ) -> torch.Tensor:
     "RMSNorm over the last dimension: γ·x/√(mean(x²) + ε)."
-    _check_eps(eps)
+    _check_input(x); _check_param("weight", weight, x); _check_eps(eps)
     xf = x.to(_stat_dtype(x))
     y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)     # (..., d)
     if weight is not None: y = y * weight
@@ -87,7 +103,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d))                     # γ
 
     def forward(self, x: torch.Tensor) -> torch.Tensor: # (..., d) -> (..., d)
-        _check_input(x, self.d)
+        _check_input(x, self.d, self.weight)
         return rms_norm(x, self.weight, self.eps)
 
     def extra_repr(self): return f"d={self.d}, eps={self.eps}"

@@ -10,7 +10,7 @@ __all__ = ['dot_product_variance', 'dot_product_variance_se', 'softmax_entropy',
 import math, numbers
 from dataclasses import dataclass
 import torch
-from .attention import check_int
+from .attention import check_bool, check_int, check_values
 
 # %% ../nbs/02_scaling.ipynb #1c87b1b5
 def _check_temperature(temperature):
@@ -19,6 +19,14 @@ def _check_temperature(temperature):
             or not math.isfinite(temperature) or temperature <= 0:
         raise ValueError(f"temperature={temperature!r} must be a finite number > 0")
     return float(temperature)
+
+def _check_probs(p, name="p", real=False):
+    "Raise a `TypeError`/`ValueError` unless `p` is a floating (or, with `real`, integer) tensor of shape (..., n), n >= 1."
+    if not isinstance(p, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(p).__name__}")
+    if not (p.is_floating_point() or real and not p.is_complex() and p.dtype != torch.bool):
+        raise TypeError(f"{name}.dtype={p.dtype} must be a {'real' if real else 'floating'} dtype")
+    if p.dim() == 0: raise ValueError(f"{name}.dim()=0 must be at least 1: (..., n)")
+    if p.shape[-1] == 0: raise ValueError(f"{name}.shape[-1]=0 must be >= 1 (a distribution over n >= 1 keys)")
 
 # %% ../nbs/02_scaling.ipynb #51ccc65b
 def dot_product_variance(
@@ -30,6 +38,7 @@ def dot_product_variance(
     "Sample variance of q·k (or q·k/√d_k) over `n_samples` pairs of standard-normal vectors."
     d_k = check_int('d_k', d_k)
     n_samples = check_int('n_samples', n_samples, minimum=2)
+    seed = check_int('seed', seed, minimum=0); check_bool('scaled', scaled)
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(n_samples, d_k, generator=g, dtype=torch.float64)  # (N, d_k)
     k = torch.randn(n_samples, d_k, generator=g, dtype=torch.float64)  # (N, d_k)
@@ -39,19 +48,23 @@ def dot_product_variance(
 
 def dot_product_variance_se(d_k:int, n_samples:int=4096)->float:
     "Standard error of the sample variance of q·k for standard-normal components: d_k·sqrt((2+6/d_k)/N)."
+    d_k, n_samples = check_int('d_k', d_k), check_int('n_samples', n_samples, minimum=2)
     return d_k * math.sqrt((2 + 6 / d_k) / n_samples)
 
 # %% ../nbs/02_scaling.ipynb #5542a815
 def softmax_entropy(p:torch.Tensor)->torch.Tensor:
     "Entropy in nats of the distributions along the last dimension of `p`, with 0·log 0 = 0."
+    _check_probs(p)
     return -torch.special.xlogy(p, p).sum(-1)
 
 def softmax_jacobian(p:torch.Tensor)->torch.Tensor:
     "The softmax Jacobian diag(p) - p pᵀ for each distribution along the last dimension: (..., n) -> (..., n, n)."
+    _check_probs(p)
     return torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)  # (..., n, n)
 
 def softmax_jacobian_norm(p:torch.Tensor)->torch.Tensor:
     "Frobenius norm of diag(p) - p pᵀ along the last dimension of a probability tensor, in O(n) without cancellation."
+    _check_probs(p)
     top = p.argmax(-1, keepdim=True)                                  # (..., 1) index m of the largest p
     p_m = p.gather(-1, top)                                           # (..., 1)
     o = p.scatter(-1, top, 0.0)                                       # (..., n) the others, p_m set to 0
@@ -67,7 +80,10 @@ def saturation_metrics(
     temperature:float=1.0,   # divide the scores by this before the softmax
 )->dict:
     "Softmax of `scores/temperature` and its largest probability, entropy and Jacobian norm per row."
-    temperature = _check_temperature(temperature)
+    _check_probs(scores, "scores", real=True); temperature = _check_temperature(temperature)
+    if scores.is_floating_point():  # -inf removes a key; +inf or NaN would make the whole row NaN
+        check_values(~(scores.isnan() | (scores == math.inf)), lambda: f"scores contains NaN or +inf "
+                     f"({int((scores.isnan() | (scores == math.inf)).sum())} of {scores.numel()} entries): they may hold finite values and -inf only")
     dtype = torch.promote_types(scores.dtype, torch.float32)  # statistics in >= float32
     p = torch.softmax(scores.to(dtype) / temperature, dim=-1)
     return dict(probs=p, max_prob=p.amax(-1), entropy=softmax_entropy(p), jacobian_norm=softmax_jacobian_norm(p))
@@ -109,7 +125,7 @@ class ScalingExplorer:
 
     def scores(self, d_k:int, scaled:bool=True, temperature:float=1.0, seed:int=0)->torch.Tensor:
         "Softmax inputs q kᵀ / (√d_k if scaled) / temperature, shape (n_queries, n_keys)."
-        d_k = check_int('d_k', d_k)
+        d_k = check_int('d_k', d_k); check_bool('scaled', scaled)
         if d_k > self.max_d_k: raise ValueError(f"d_k={d_k} must be <= max_d_k={self.max_d_k}")
         temperature = _check_temperature(temperature)
         q, k = self.draws(seed)
@@ -126,6 +142,8 @@ class ScalingExplorer:
 
     def curve(self, d_ks, scaled:bool=True, temperature:float=1.0, seed:int=0)->dict:
         "The three mean measures at each d_k in `d_ks`: name -> float64 tensor of len(d_ks)."
+        if isinstance(d_ks, (str, bytes)) or not hasattr(d_ks, '__iter__'):
+            raise TypeError(f"d_ks={d_ks!r} must be an iterable of positive ints")
         views = [self(d, scaled, temperature, seed) for d in d_ks]
         return {name: torch.tensor([getattr(v, name) for v in views], dtype=torch.float64)
                 for name in ('max_prob', 'entropy', 'jacobian_norm')}
