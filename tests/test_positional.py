@@ -78,7 +78,7 @@ def test_rotation_matrix_group_law(d, a, b):
     (lambda: SinusoidalPositionalEmbedding(8)(torch.zeros(2, 3, 6)), ValueError, "x.shape=(2, 3, 6) must be (B, T, 8)"),
     (lambda: SinusoidalPositionalEmbedding(8)(torch.zeros(3, 8)), ValueError, "x.shape=(3, 8) must be (B, T, 8)"),
     (lambda: SinusoidalPositionalEmbedding(8)(torch.zeros(1, 3, 8, dtype=torch.long)), TypeError,
-     "x must be a floating-point tensor"),
+     "x.dtype=torch.int64 must be a floating dtype"),
     (lambda: SinusoidalPositionalEmbedding(8)(torch.zeros(1, 3, 8), offset=-1), ValueError, "offset=-1 must be an int >= 0"),
 ])
 def test_sinusoidal_bad_inputs(call, exc, msg):
@@ -241,11 +241,11 @@ def test_rope_offset_decoding_equals_full():
     (lambda: RotaryEmbedding(8, base=0.5), ValueError, "base=0.5 must be a number > 1"),
     (lambda: RotaryEmbedding(8)(torch.zeros(1, 1, 3, 6)), ValueError, r"x.shape=\(1, 1, 3, 6\) must end in \(T, head_dim=8\)"),
     (lambda: RotaryEmbedding(8)(torch.zeros(8)), ValueError, r"x.shape=\(8,\) must end in \(T, head_dim=8\)"),
-    (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8, dtype=torch.int64)), TypeError, "x must be a floating-point tensor"),
+    (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8, dtype=torch.int64)), TypeError, "x.dtype=torch.int64 must be a floating dtype"),
     (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), offset=-2), ValueError, "offset=-2 must be an int >= 0"),
     (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), positions=torch.arange(4)), ValueError,
-     r"positions must be an integer tensor of shape \(T,\) or \(B, T\) with T=3"),
-    (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), positions=torch.zeros(3)), ValueError, "positions must be an integer tensor"),
+     r"positions.shape=\(4,\) must be \(T,\) or \(B, T\) with T=3"),
+    (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), positions=torch.zeros(3)), TypeError, "positions.dtype=torch.float32 must be an integer dtype"),
     (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), positions=torch.tensor([0, -1, 2])), ValueError, "positions must be >= 0"),
 ])
 def test_rope_bad_inputs(call, exc, msg):
@@ -501,7 +501,7 @@ def test_rope_scaling_other_bad_inputs():
     with pytest.raises(ValueError, match="seq_len=0 must be"): rope_inv_freq(16, 10000.0, dyn, seq_len=0)
     with pytest.raises(ValueError, match="max_cached=0 must be"): RotaryEmbedding(16, max_cached=0)
     with pytest.raises(ValueError, match="head_dim=7 must be"): rope_inv_freq(7)
-    with pytest.raises(ValueError, match="positions must be an integer tensor"):
+    with pytest.raises(TypeError, match="positions.dtype=torch.bool must be an integer dtype"):
         RotaryEmbedding(16)(torch.zeros(1, 3, 16), positions=torch.ones(3, dtype=torch.bool))
     assert check_rope_scaling(None) is None
     assert check_rope_scaling({'type': 'yarn', 'factor': 4, 'original_max_position_embeddings': 64}) == {
