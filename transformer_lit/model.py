@@ -568,7 +568,7 @@ def check_logits(logits, # next-token scores (B, V)
     for bad, rule in ((logits.isnan().any(-1), "contains NaN; every score must be a number or -inf"),
                       ((logits == math.inf).any(-1), "contains +inf; every score must be finite or -inf"),
                       (~logits.isfinite().any(-1), "is all -inf; at least one token must have a finite score")):
-        if bad.any(): raise ValueError(f"{name} row {int(bad.nonzero()[0, 0])} {rule}")
+        check_values(~bad, lambda: f"{name} row {int(bad.nonzero()[0, 0])} {rule}")   # no host read on a GPU
 
 def _is_number(x): return isinstance(x, (int, float)) and not isinstance(x, bool)
 
@@ -671,8 +671,8 @@ def left_padding_mask(attention_mask, # bool or 0/1 (B, T): True on real tokens
                      ) -> Tensor: # bool (B, T)
     "Check a left-padding mask: the prompt's shape, 0/1 values, each row False... then True... with at least one True."
     keep = check_attention_mask(attention_mask, shape)                  # shape and 0/1 values, as bool
-    if not keep[:, -1].all() or (keep[:, 1:].long() < keep[:, :-1].long()).any():
-        raise ValueError("attention_mask must be left-padded: in each row False (padding) first, then True up to the last column")
+    check_values(keep[:, -1] & (keep[:, 1:].long() >= keep[:, :-1].long()).all(-1),
+                 "attention_mask must be left-padded: in each row False (padding) first, then True up to the last column")
     return keep
 
 @torch.no_grad()
