@@ -361,7 +361,7 @@ def test_bad_forward_input():
         EncoderBlock(D, H, FF)(torch.randn(3, D))
     with pytest.raises(TypeError, match="x must be a torch.Tensor, got list"):
         DecoderBlock(D, H, FF)([1.0], x)
-    with pytest.raises(TypeError, match="cache must be a KVCache, a CrossKVCache or None, got dict"):
+    with pytest.raises(TypeError, match="cache must be a KVCache, a StaticKVCache, a CrossKVCache or None, got dict"):
         gpt(x, cache={})
     with pytest.raises(ValueError, match=r"mask.shape=\(4, 4\) must be broadcastable to \(\.\.\., Lq, Lk\)=\(2, 4, 3, 3\)"):
         EncoderBlock(D, H, FF)(x, mask=causal_mask(4))
@@ -436,3 +436,17 @@ def test_gqa_decoder_block_caches_hold_g_heads(G):
 ])
 def test_gqa_bad_n_kv_heads(cls, kw, exc, msg):
     with pytest.raises(exc, match=re.escape(msg)): cls(D, H, FF, **kw)
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool])
+def test_blocks_refuse_non_floating_and_mismatched_dtypes(dtype):
+    x = torch.randn(2, 3, D)
+    enc, gpt, dec = EncoderBlock(D, H, FF), DecoderOnlyBlock(D, H, FF), DecoderBlock(D, H, FF)
+    for call in (lambda: enc(x.to(dtype)), lambda: gpt(x.to(dtype)), lambda: dec(x.to(dtype), x)):
+        with pytest.raises(TypeError, match=re.escape(f"x.dtype={dtype} must be a floating dtype")): call()
+    with pytest.raises(TypeError, match=re.escape(f"memory.dtype={dtype} must be a floating dtype")): dec(x, x.to(dtype))
+    for call in (lambda: enc(x.double()), lambda: gpt(x.double()), lambda: dec(x.double(), x.double())):
+        with pytest.raises(TypeError, match=re.escape("x.dtype=torch.float64 must equal the module's parameter dtype torch.float32")): call()
+    with pytest.raises(TypeError, match=re.escape("memory.dtype=torch.float64 must equal the module's parameter dtype torch.float32")):
+        dec(x, x.double())
+    for blk in (enc, gpt): assert blk(torch.zeros(0, 3, D)).shape == (0, 3, D)
+    assert dec(torch.zeros(0, 3, D), torch.zeros(0, 5, D)).shape == (0, 3, D)

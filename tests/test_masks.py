@@ -110,9 +110,9 @@ def test_padding_mask_counts(lengths, extra):
 @pytest.mark.parametrize("call,exc,msg", [
     (lambda: padding_mask([3, -1]), ValueError, r"lengths=\[3, -1\] must be >= 0"),
     (lambda: padding_mask([3, 6], max_len=5), ValueError, r"lengths=\[3, 6\] must be <= max_len=5"),
-    (lambda: padding_mask(torch.tensor([[1, 2]])), ValueError, r"lengths has shape \(1, 2\); it must be 1-D \(B,\)"),
-    (lambda: padding_mask([2.5, 1.0]), TypeError, "lengths has dtype torch.float32; it must hold integers"),
-    (lambda: padding_mask(torch.tensor([True])), TypeError, "lengths has dtype torch.bool; it must hold integers"),
+    (lambda: padding_mask(torch.tensor([[1, 2]])), ValueError, r"lengths.shape=\(1, 2\) must be 1-D \(B,\)"),
+    (lambda: padding_mask([2.5, 1.0]), TypeError, "lengths.dtype=torch.float32 must be an integer dtype"),
+    (lambda: padding_mask(torch.tensor([True])), TypeError, "lengths.dtype=torch.bool must be an integer dtype"),
     (lambda: padding_mask([1, 2], max_len=-1), ValueError, "max_len=-1 must be an int >= 0"),
     (lambda: padding_mask([1, 2], max_len=3.0), TypeError, "max_len=3.0 must be an int >= 0"),
     (lambda: padding_mask(5), TypeError, "lengths must be a 1-D integer tensor or a list of ints, got int"),
@@ -131,7 +131,7 @@ def test_to_additive():
         assert torch.equal(a, B([[0.0, float("-inf")], [0.0, 0.0]], dtype=dtype))
     f = torch.randn(2, 2)
     assert to_additive(f) is f
-    with pytest.raises(TypeError, match="mask has dtype torch.int64; it must be bool or floating point"):
+    with pytest.raises(TypeError, match="mask.dtype=torch.int64 must be torch.bool or floating point"):
         to_additive(B([[1, 0]]))
 
 
@@ -155,7 +155,7 @@ def test_combine_masks_bool_and_float():
 def test_combine_masks_bad_input():
     with pytest.raises(ValueError, match=r"masks of shapes \[\(3, 3\), \(4, 4\)\] must broadcast together"):
         combine_masks(causal_mask(3), causal_mask(4))
-    with pytest.raises(TypeError, match="mask has dtype torch.int64; it must be bool or floating point"):
+    with pytest.raises(TypeError, match="mask.dtype=torch.int64 must be torch.bool or floating point"):
         combine_masks(causal_mask(2), B([[1, 0], [1, 1]]))
     with pytest.raises(TypeError, match="mask must be a torch.Tensor or None, got list"):
         combine_masks(causal_mask(2), [[True, False], [True, True]])

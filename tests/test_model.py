@@ -10,7 +10,7 @@ from torch.autograd import gradcheck
 from torch.func import functional_call
 
 from transformer_lit.masks import padding_mask
-from transformer_lit.model import (POSITIONALS, DecoderCache, DecoderOnlyLM, Positions, TokenEmbedding, Transformer,
+from transformer_lit.model import (POSITIONALS, DecoderCache, DecoderOnlyLM, Positions, StaticCache, TokenEmbedding, Transformer,
                                    TransformerConfig, TransformerStack, check_tokens, count_parameters, lm_loss,
                                    parameter_breakdown, sample_next)
 from transformer_lit.positional import sinusoidal_encoding
@@ -188,7 +188,7 @@ def test_lm_shapes_probabilities_and_loss():
 def test_lm_loss_upcasts_and_checks_targets():
     logits = torch.randn(2, 3, 5).half()
     assert lm_loss(logits, torch.zeros(2, 3, dtype=torch.long)).dtype == torch.float32
-    with pytest.raises(ValueError, match=re.escape("targets must be an integer tensor of shape (2, 3), got (2, 4)")):
+    with pytest.raises(ValueError, match=re.escape("targets.shape=(2, 4) must equal (B, T)=(2, 3)")):
         lm_loss(logits, torch.zeros(2, 4, dtype=torch.long))
 
 @pytest.mark.parametrize("kind", POSITIONALS)
@@ -426,9 +426,9 @@ def test_bad_token_ids(model):
         call(torch.tensor([[3, 40]]))
     with pytest.raises(ValueError, match=re.escape(f"{name} holds ids from -1 to 5; every id must be in [0, vocab_size=40)")):
         call(torch.tensor([[-1, 5]]))
-    with pytest.raises(TypeError, match=re.escape(f"{name}.dtype=torch.float32 must be an integer dtype (token ids)")):
+    with pytest.raises(TypeError, match=re.escape(f"{name}.dtype=torch.float32 must be torch.int64 or torch.int32 (token ids)")):
         call(torch.tensor([[1.0, 2.0]]))
-    with pytest.raises(TypeError, match=re.escape(f"{name}.dtype=torch.bool must be an integer dtype")):
+    with pytest.raises(TypeError, match=re.escape(f"{name}.dtype=torch.bool must be torch.int64 or torch.int32")):
         call(torch.tensor([[True, False]]))
     with pytest.raises(TypeError, match=re.escape(f"{name} must be a torch.Tensor of token ids, got list")):
         call([[1, 2]])
@@ -468,7 +468,7 @@ def test_learned_positions_also_refuse_long_inputs():
 
 def test_bad_caches_and_generation_arguments():
     lm, t = lm64(), s2s64()
-    with pytest.raises(TypeError, match=re.escape("cache must be a DecoderCache or None, got list")):
+    with pytest.raises(TypeError, match=re.escape("cache must be a DecoderCache, a StaticCache or None, got list")):
         lm(torch.zeros(1, 2, dtype=torch.long), cache=[])
     with pytest.raises(ValueError, match=re.escape("cache has 3 layers; it must have one per decoder block (2)")):
         lm(torch.zeros(1, 2, dtype=torch.long), cache=DecoderCache(3))
@@ -703,3 +703,160 @@ def test_rope_scaling_reaches_every_block():
 ])
 def test_rope_scaling_bad_config(kw, exc, words):
     with pytest.raises(exc, match=re.escape(words)): TransformerConfig(vocab_size=50, d_model=32, n_heads=4, **kw)
+
+# ---------------------------------------------------------------- bad input: token ids, targets, empty batches
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.int8, torch.bool, torch.float16, torch.float64])
+@pytest.mark.parametrize("model", ["lm", "s2s"])
+def test_token_id_dtypes_are_checked(dtype, model):
+    m = lm64() if model == "lm" else s2s64()
+    ids = torch.tensor([[1, 0]]).to(dtype)
+    name = "idx" if model == "lm" else "src"
+    call = (lambda: m(ids)) if model == "lm" else (lambda: m(ids, torch.zeros(1, 2, dtype=torch.long)))
+    with pytest.raises(TypeError, match=re.escape(f"{name}.dtype={dtype} must be torch.int64 or torch.int32")):
+        call()
+    if model == "s2s":
+        with pytest.raises(TypeError, match=re.escape(f"tgt.dtype={dtype} must be torch.int64 or torch.int32")):
+            m(torch.zeros(1, 2, dtype=torch.long), ids)
+
+def test_int32_ids_equal_int64():
+    m, t = lm64(), s2s64()
+    ids = torch.tensor([[3, 1, 4, 1, 5]])
+    torch.testing.assert_close(m(ids.int()), m(ids), rtol=0, atol=0)
+    torch.testing.assert_close(t(ids.int(), ids.int()), t(ids, ids), rtol=0, atol=0)
+    torch.testing.assert_close(m(ids, ids.int())[1], m(ids, ids)[1], rtol=0, atol=0)
+
+@pytest.mark.parametrize("kind", POSITIONALS)
+def test_empty_batch_gives_empty_logits(kind):
+    m, t = lm64(positional=kind), s2s64(positional=kind)
+    empty = torch.zeros(0, 5, dtype=torch.long)
+    assert m(empty).shape == (0, 5, 40)
+    assert t(empty, torch.zeros(0, 3, dtype=torch.long)).shape == (0, 3, 40)
+    assert m(empty, attention_mask=torch.ones(0, 5, dtype=torch.bool)).shape == (0, 5, 40)
+    cache = m.new_cache(max_len=8, batch=0)
+    assert m(empty, cache=cache).shape == (0, 5, 40)
+
+BAD_TARGETS = [  # (targets for ids of shape (2, 3) and V = 40, exception, the message's words)
+    (torch.zeros(2, 3, dtype=torch.bool), TypeError, "targets.dtype=torch.bool must be torch.int64 or torch.int32"),
+    (torch.zeros(2, 3), TypeError, "targets.dtype=torch.float32 must be torch.int64 or torch.int32"),
+    (torch.zeros(2, 3, dtype=torch.uint8), TypeError, "targets.dtype=torch.uint8 must be torch.int64 or torch.int32"),
+    ([[0, 1, 2], [0, 1, 2]], TypeError, "targets must be a torch.Tensor of token ids, got list"),
+    (torch.tensor([[0, 1, 40], [0, 1, 2]]), ValueError, "targets holds ids up to 40; every target must be < vocab_size=40"),
+    (torch.tensor([[0, -5, 1], [0, 1, 2]]), ValueError, "targets holds -5; the only negative target allowed is -100"),
+    (torch.tensor([[0, -1, 1], [-100, 1, 2]]), ValueError, "targets holds -1; the only negative target allowed is -100"),
+    (torch.full((2, 3), -100), ValueError, "every entry of targets is -100 (ignored)"),
+    (torch.zeros(2, 4, dtype=torch.long), ValueError, "targets.shape=(2, 4) must equal (B, T)=(2, 3)"),
+    (torch.zeros(3, dtype=torch.long), ValueError, "targets.shape=(3,) must equal (B, T)=(2, 3)"),
+]
+
+@pytest.mark.parametrize("targets,exc,words", BAD_TARGETS)
+def test_bad_targets(targets, exc, words):
+    m, t = lm64(), s2s64()
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    with pytest.raises(exc, match=re.escape(words)): m(ids, targets)
+    with pytest.raises(exc, match=re.escape(words)): t(ids, ids, targets=targets)
+    if isinstance(targets, torch.Tensor) and targets.dim() == 2 and targets.shape[1] == 3:
+        with pytest.raises(exc, match=re.escape(words)): lm_loss(torch.randn(2, 3, 40), targets)
+
+def test_partly_ignored_targets_and_lm_loss_input():
+    m = lm64()
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    tg = torch.tensor([[2, -100, 4], [-100, -100, 7]])
+    logits, loss = m(ids, tg)
+    keep = tg != -100
+    ref = -logits.log_softmax(-1).gather(-1, tg.clamp_min(0)[..., None]).squeeze(-1)[keep].mean()
+    torch.testing.assert_close(loss, ref, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match=re.escape("every entry of targets is -100 (ignored), or it has none")):
+        lm_loss(torch.randn(0, 3, 40), torch.zeros(0, 3, dtype=torch.long))     # nothing to average: torch gives NaN
+    with pytest.raises(TypeError, match=re.escape("logits.dtype=torch.int64 must be a floating dtype")):
+        lm_loss(torch.zeros(2, 3, 40, dtype=torch.long), tg)
+    with pytest.raises(ValueError, match=re.escape("logits.dim()=2 must be 3: (B, T, V)")):
+        lm_loss(torch.randn(2, 40), tg)
+
+def test_bad_attention_masks():
+    m = lm64()
+    ids = torch.tensor([[1, 2, 3]])
+    with pytest.raises(TypeError, match=re.escape("attention_mask.dtype=torch.float32 must be torch.bool or an integer dtype")):
+        m(ids, attention_mask=torch.ones(1, 3))
+    with pytest.raises(TypeError, match=re.escape("attention_mask must be a torch.Tensor (bool, or 0/1 integers), got list")):
+        m(ids, attention_mask=[[1, 1, 1]])
+    with pytest.raises(ValueError, match=re.escape("attention_mask must hold only 0 and 1")):
+        m(ids, attention_mask=torch.tensor([[1, 2, 1]]))
+    with pytest.raises(ValueError, match=re.escape("attention_mask holds 33 real tokens in a row; it must be <= max_len=32")):
+        m(torch.zeros(1, 33, dtype=torch.long), attention_mask=torch.ones(1, 33, dtype=torch.long))
+    torch.testing.assert_close(m(ids, attention_mask=torch.ones(1, 3, dtype=torch.uint8)), m(ids), rtol=0, atol=1e-12)
+
+# ---------------------------------------------------------------- the static (preallocated) cache
+@pytest.mark.parametrize("kind", POSITIONALS)
+@pytest.mark.parametrize("G", [4, 2, 1])
+def test_static_cache_equals_full_forward(kind, G):
+    m = lm64(positional=kind, n_kv_heads=G)
+    ids = torch.randint(0, 40, (3, 11), generator=torch.Generator().manual_seed(1))
+    full = m(ids)
+    cache = m.new_cache(max_len=16, batch=3)
+    assert isinstance(cache, StaticCache) and cache.layers[0].k.shape == (3, G, 16, 4)
+    assert cache.nbytes() == 2 * 2 * 3 * G * 16 * 4 * 8           # 2 layers, K and V, float64: filled or not
+    chunks = [m(ids[:, :5], cache=cache)] + [m(ids[:, t:t + 1], cache=cache) for t in range(5, 9)] + [m(ids[:, 9:], cache=cache)]
+    torch.testing.assert_close(torch.cat(chunks, 1), full, rtol=0, atol=1e-12)
+    assert int(cache.pos) == 11 and cache.n_real.tolist() == [11, 11, 11]
+
+@pytest.mark.parametrize("kind", POSITIONALS)
+def test_static_cache_with_left_padding(kind):
+    m = lm64(positional=kind, n_kv_heads=2)
+    ids = torch.randint(0, 40, (2, 9), generator=torch.Generator().manual_seed(2))
+    keep = torch.ones(2, 9, dtype=torch.bool); keep[1, :4] = False    # row 1: four pads, then five real tokens
+    full = m(ids, attention_mask=keep)
+    cache = m.new_cache(max_len=12, batch=2)
+    out = torch.cat([m(ids[:, :6], cache=cache, attention_mask=keep[:, :6])] +
+                    [m(ids[:, t:t + 1], cache=cache) for t in range(6, 9)], 1)
+    torch.testing.assert_close(out[keep], full[keep], rtol=0, atol=1e-12)
+    assert cache.n_real.tolist() == [9, 5] and cache.keep[:, :9].equal(keep)
+
+@pytest.mark.parametrize("kind", POSITIONALS)
+def test_generate_with_a_static_cache(kind):
+    m = lm64(positional=kind)
+    prompt = torch.randint(0, 40, (2, 4), generator=torch.Generator().manual_seed(3))
+    ref = m.generate(prompt, 7, greedy=True)
+    assert m.generate(prompt, 7, greedy=True, static_cache=True).equal(ref)
+    keep = torch.tensor([[True] * 4, [False, False, True, True]])
+    ref = m.generate(prompt, 5, greedy=True, attention_mask=keep)
+    assert m.generate(prompt, 5, greedy=True, attention_mask=keep, static_cache=True).equal(ref)
+    g1, g2 = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
+    assert m.generate(prompt, 6, top_k=5, generator=g1, static_cache=True).equal(m.generate(prompt, 6, top_k=5, generator=g2))
+    calls = []
+    def step(*a, **kw): calls.append(1); return m(*a, **kw)
+    assert m.generate(prompt, 3, greedy=True, static_cache=True, step=step).equal(m.generate(prompt, 3, greedy=True))
+    assert len(calls) == 3
+
+def test_static_cache_reorder():
+    m = lm64()
+    ids = torch.randint(0, 40, (3, 6), generator=torch.Generator().manual_seed(4))
+    cache = m.new_cache(max_len=8, batch=3)
+    m(ids[:, :5], cache=cache)
+    rows = torch.tensor([2, 2, 0])
+    cache.reorder(rows)
+    torch.testing.assert_close(m(ids[rows, 5:], cache=cache), m(ids[rows])[:, 5:], rtol=0, atol=1e-12)
+
+def test_bad_static_caches():
+    m = lm64()
+    ids = torch.zeros(2, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match=re.escape("idx.shape[0]=2 must equal the StaticCache's batch=3")):
+        m(ids, cache=m.new_cache(max_len=8, batch=3))
+    cache = m.new_cache(max_len=4, batch=2)
+    m(ids, cache=cache)
+    with pytest.raises(ValueError, match=re.escape("idx.shape[1]=3 after 3 cached tokens must be <= the StaticCache's max_len=4")):
+        m(ids, cache=cache)
+    with pytest.raises(TypeError, match=re.escape("the StaticCache's dtype torch.float32 must equal the model's parameter dtype torch.float64")):
+        m(ids, cache=m.new_cache(max_len=8, batch=2, dtype=torch.float32))
+    with pytest.raises(ValueError, match=re.escape("attention_mask must be a bool or 0/1 integer tensor of shape (2, 3) (B, new tokens)")):
+        m(ids, cache=m.new_cache(max_len=8, batch=2), attention_mask=torch.ones(2, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match=re.escape("batch=2 needs max_len")): m.new_cache(batch=2)
+    with pytest.raises(TypeError, match=re.escape("batch=None must be an int >= 0")): m.new_cache(max_len=8)
+    with pytest.raises(ValueError, match=re.escape("max_len=0 must be a positive int")): m.new_cache(max_len=0, batch=1)
+    with pytest.raises(ValueError, match=re.escape("static_cache=True needs use_cache=True")):
+        m.generate(ids, 2, greedy=True, use_cache=False, static_cache=True)
+    with pytest.raises(TypeError, match=re.escape("step=3 must be callable")): m.generate(ids, 2, greedy=True, step=3)
+    long = lm64(max_len=4)
+    c = long.new_cache(max_len=8, batch=1)
+    long(torch.zeros(1, 3, dtype=torch.long), cache=c)
+    with pytest.raises(ValueError, match=re.escape("idx.shape[1]=2 after 3 cached real tokens must be <= max_len=4")):
+        long(torch.zeros(1, 2, dtype=torch.long), cache=c)

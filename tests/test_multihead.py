@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch import nn
 from hypothesis import given, strategies as st
-from transformer_lit.attention import scaled_dot_product_attention
-from transformer_lit.multihead import CrossKVCache, KVCache, MultiHeadAttention, attention_cost, merge_heads, split_heads
+from transformer_lit.attention import causal_mask, scaled_dot_product_attention
+from transformer_lit.multihead import CrossKVCache, KVCache, MultiHeadAttention, StaticKVCache, attention_cost, merge_heads, split_heads
 
 f64 = torch.float64
 
@@ -258,7 +258,7 @@ def test_forward_errors():
     with E(TypeError, "key.dtype=torch.float64 must equal query.dtype=torch.float32"): m(x, x.double())
     with E(TypeError, "value.dtype=torch.float16 must equal query.dtype=torch.float32"): m(x, x, x.half())
     with E(ValueError, "value=None defaults to key, which needs kdim=3 to equal vdim=5: pass value"): cm(x, torch.randn(2, 4, 3))
-    with E(TypeError, "cache must be a KVCache, a CrossKVCache or None, got dict"): m(x, cache={})
+    with E(TypeError, "cache must be a KVCache, a StaticKVCache, a CrossKVCache or None, got dict"): m(x, cache={})
     with E(ValueError, "a CrossKVCache holds a memory's keys and values: pass key (the memory), or use a KVCache for self-attention"):
         m(x, cache=CrossKVCache())
     mc = CrossKVCache(); m(x, torch.randn(2, 5, 8), cache=mc)
@@ -541,3 +541,53 @@ def test_kv_cache_arithmetic():
     assert attention_cost(8192, 64, 1, 4096, bias=False)["params"] == 4 * 8192 ** 2
     with E(ValueError, "n_kv_heads=0 must be a positive int"): kv_cache_bytes(0, 128, 10)
     with E(TypeError, "dtype='bf16' must be a torch.dtype"): kv_cache_bytes(8, 128, 10, dtype="bf16")
+
+# -- bad dtypes into the module, and the static (preallocated) cache
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool, torch.uint8])
+def test_non_floating_inputs_are_refused(dtype):
+    m = MultiHeadAttention(8, 2)
+    x = torch.zeros(2, 3, 8)
+    with pytest.raises(TypeError, match=re.escape(f"query.dtype={dtype} must be a floating dtype")): m(x.to(dtype))
+    with pytest.raises(TypeError, match=re.escape(f"key.dtype={dtype} must be a floating dtype")): m(x, x.to(dtype))
+    with pytest.raises(TypeError, match=re.escape(f"value.dtype={dtype} must be a floating dtype")): m(x, x, x.to(dtype))
+
+def test_input_dtype_must_match_parameters_except_under_autocast():
+    m = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 3, 8)
+    with pytest.raises(TypeError, match=re.escape("query.dtype=torch.float64 must equal the module's parameter dtype torch.float32")):
+        m(x.double())
+    with pytest.raises(TypeError, match=re.escape("query.dtype=torch.float32 must equal the module's parameter dtype torch.float64")):
+        MultiHeadAttention(8, 2).double()(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert m(x.bfloat16()).dtype == torch.bfloat16                 # autocast casts the inputs of the matmuls itself
+    assert m(torch.zeros(0, 3, 8)).shape == (0, 3, 8)                  # an empty batch
+
+@pytest.mark.parametrize("G", [4, 2, 1])
+@pytest.mark.parametrize("causal", [True, False])
+def test_static_kv_cache_equals_growing_cache(G, causal):
+    torch.manual_seed(0)
+    m = MultiHeadAttention(16, 4, n_kv_heads=G).double().eval()
+    x = rand(2, 7, 16)
+    grow, static = KVCache(), StaticKVCache(2, G, 10, 4, f64)
+    for a, b in ((0, 3), (3, 4), (4, 7)):                               # a chunk of three, one token, a chunk of three
+        close(m(x[:, a:b], cache=static, is_causal=causal), m(x[:, a:b], cache=grow, is_causal=causal), 1e-12)
+    assert int(static.pos) == 7 and static.k.shape == (2, G, 10, 4) and static.nbytes() == 2 * 2 * G * 10 * 4 * 8
+    close(static.k[:, :, :7], grow.k, 0); close(static.v[:, :, :7], grow.v, 0)
+    assert static.k[:, :, 7:].abs().max() == 0                          # unwritten slots stay zero and are never read
+
+def test_static_kv_cache_with_a_mask_and_bad_input():
+    torch.manual_seed(0)
+    m = MultiHeadAttention(8, 2).double()
+    x = rand(1, 4, 8)
+    keep = torch.tensor([False, True, True, True, True, True])          # key slot 0 is blocked, slots 4-5 are unwritten
+    static = StaticKVCache(1, 2, 6, 4, f64)
+    ref = m(x, mask=causal_mask(4) & keep[:4])
+    close(m(x, cache=static, mask=(causal_mask(4, 6)) & keep), ref, 1e-12)
+    with pytest.raises(ValueError, match=re.escape("k.shape[-2]=4 new keys after 4 cached ones must fit max_len=6")):
+        m(x, cache=static)
+    with pytest.raises(TypeError, match=re.escape("k.dtype=torch.float32, v.dtype=torch.float32 must equal the cache's dtype torch.float64")):
+        StaticKVCache(1, 2, 6, 4, f64).append(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4))
+    with pytest.raises(ValueError, match=re.escape("must match the buffers (1, 2, 6, 4) in all dims but -2")):
+        StaticKVCache(1, 2, 6, 4).append(torch.zeros(2, 2, 1, 4), torch.zeros(2, 2, 1, 4))
+    with pytest.raises(ValueError, match="max_len=0 must be a positive int"): StaticKVCache(1, 2, 0, 4)
+    with pytest.raises(TypeError, match="dtype=torch.int64 must be a floating torch.dtype"): StaticKVCache(1, 2, 4, 4, torch.int64)

@@ -6,9 +6,9 @@ import torch
 from hypothesis import given, strategies as st
 
 from transformer_lit.positional import (LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEmbedding,
-                                        alibi_bias, alibi_slopes, apply_rotary, check_rope_scaling, rope_inv_freq,
+                                        alibi_bias, alibi_bias_at, alibi_slopes, apply_rotary, check_rope_scaling, rope_inv_freq,
                                         rotate_half, rotate_interleaved,
-                                        rotation_matrix, sinusoidal_encoding, sinusoidal_frequencies)
+                                        rotation_matrix, sinusoidal_at, sinusoidal_encoding, sinusoidal_frequencies)
 from transformer_lit.multihead import KVCache, MultiHeadAttention, merge_heads
 
 f64 = torch.float64
@@ -78,7 +78,7 @@ def test_rotation_matrix_group_law(d, a, b):
     (lambda: SinusoidalPositionalEmbedding(8)(torch.zeros(2, 3, 6)), ValueError, "x.shape=(2, 3, 6) must be (B, T, 8)"),
     (lambda: SinusoidalPositionalEmbedding(8)(torch.zeros(3, 8)), ValueError, "x.shape=(3, 8) must be (B, T, 8)"),
     (lambda: SinusoidalPositionalEmbedding(8)(torch.zeros(1, 3, 8, dtype=torch.long)), TypeError,
-     "x must be a floating-point tensor"),
+     "x.dtype=torch.int64 must be a floating dtype"),
     (lambda: SinusoidalPositionalEmbedding(8)(torch.zeros(1, 3, 8), offset=-1), ValueError, "offset=-1 must be an int >= 0"),
 ])
 def test_sinusoidal_bad_inputs(call, exc, msg):
@@ -241,11 +241,11 @@ def test_rope_offset_decoding_equals_full():
     (lambda: RotaryEmbedding(8, base=0.5), ValueError, "base=0.5 must be a number > 1"),
     (lambda: RotaryEmbedding(8)(torch.zeros(1, 1, 3, 6)), ValueError, r"x.shape=\(1, 1, 3, 6\) must end in \(T, head_dim=8\)"),
     (lambda: RotaryEmbedding(8)(torch.zeros(8)), ValueError, r"x.shape=\(8,\) must end in \(T, head_dim=8\)"),
-    (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8, dtype=torch.int64)), TypeError, "x must be a floating-point tensor"),
+    (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8, dtype=torch.int64)), TypeError, "x.dtype=torch.int64 must be a floating dtype"),
     (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), offset=-2), ValueError, "offset=-2 must be an int >= 0"),
     (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), positions=torch.arange(4)), ValueError,
-     r"positions must be an integer tensor of shape \(T,\) or \(B, T\) with T=3"),
-    (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), positions=torch.zeros(3)), ValueError, "positions must be an integer tensor"),
+     r"positions.shape=\(4,\) must be \(T,\) or \(B, T\) with T=3"),
+    (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), positions=torch.zeros(3)), TypeError, "positions.dtype=torch.float32 must be an integer dtype"),
     (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), positions=torch.tensor([0, -1, 2])), ValueError, "positions must be >= 0"),
 ])
 def test_rope_bad_inputs(call, exc, msg):
@@ -501,9 +501,41 @@ def test_rope_scaling_other_bad_inputs():
     with pytest.raises(ValueError, match="seq_len=0 must be"): rope_inv_freq(16, 10000.0, dyn, seq_len=0)
     with pytest.raises(ValueError, match="max_cached=0 must be"): RotaryEmbedding(16, max_cached=0)
     with pytest.raises(ValueError, match="head_dim=7 must be"): rope_inv_freq(7)
-    with pytest.raises(ValueError, match="positions must be an integer tensor"):
+    with pytest.raises(TypeError, match="positions.dtype=torch.bool must be an integer dtype"):
         RotaryEmbedding(16)(torch.zeros(1, 3, 16), positions=torch.ones(3, dtype=torch.bool))
     assert check_rope_scaling(None) is None
     assert check_rope_scaling({'type': 'yarn', 'factor': 4, 'original_max_position_embeddings': 64}) == {
         'rope_type': 'yarn', 'factor': 4.0, 'original_max_position_embeddings': 64, 'beta_fast': 32.0, 'beta_slow': 1.0,
         'attention_factor': None, 'mscale': None, 'mscale_all_dim': None, 'truncate': True}
+
+# -- positions held in tensors: computed from the values, never read on the host
+def test_sinusoidal_at_equals_the_table():
+    pos = torch.tensor([[0, 5, 2], [7, 7, 1]])
+    torch.testing.assert_close(sinusoidal_at(pos, 16), sinusoidal_encoding(8, 16)[pos], rtol=0, atol=0)
+    x = torch.randn(2, 3, 16)
+    torch.testing.assert_close(SinusoidalPositionalEmbedding(16)(x, positions=pos), x + sinusoidal_encoding(8, 16)[pos], rtol=0, atol=0)
+    lpe = LearnedPositionalEmbedding(8, 16)
+    torch.testing.assert_close(lpe(x, positions=pos), x + lpe.weight[pos], rtol=0, atol=0)
+    with pytest.raises(ValueError, match="positions up to 8 need a table longer than max_len=8"):
+        lpe(x, positions=torch.tensor([0, 1, 8]))
+    with pytest.raises(ValueError, match=r"positions.shape=\(2,\) must be \(T,\) or \(B, T\) with T=3"):
+        lpe(x, positions=torch.tensor([0, 1]))
+    with pytest.raises(TypeError, match="positions.dtype=torch.float32 must be an integer dtype"):
+        SinusoidalPositionalEmbedding(16)(x, positions=torch.zeros(3))
+
+def test_alibi_bias_at_equals_alibi_bias():
+    for q_len, k_len in ((1, 7), (3, 7), (7, 7)):
+        pos = torch.arange(k_len - q_len, k_len)                              # the last q_len positions
+        torch.testing.assert_close(alibi_bias_at(4, pos, k_len), alibi_bias(4, q_len, k_len), rtol=0, atol=0)
+
+def test_rope_positions_need_no_table_and_no_host_read():
+    rope = RotaryEmbedding(8)
+    x = torch.randn(1, 2, 3, 8, dtype=torch.float64)
+    far = torch.tensor([2 ** 20, 5, 2 ** 20 + 1])
+    out = rope(x, positions=far)
+    assert rope._cache == {}                                                  # nothing cached for explicit positions
+    ang = far.double()[:, None] * sinusoidal_frequencies(8)
+    cos, sin = torch.cat((ang, ang), -1).cos(), torch.cat((ang, ang), -1).sin()
+    torch.testing.assert_close(out, apply_rotary(x, cos, sin), rtol=0, atol=1e-12)
+    meta = rope(torch.zeros(1, 2, 3, 8, device="meta"), positions=torch.zeros(3, dtype=torch.long, device="meta"))
+    assert meta.device.type == "meta"                                         # a host read of a meta tensor would raise

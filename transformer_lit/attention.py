@@ -231,11 +231,11 @@ def torch_sdpa(q, k, v, mask=None, is_causal=False, scale=None, dropout_p=0.0):
         return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale, dropout_p=dropout_p, **gqa)
     if mask.is_floating_point(): mask = mask.to(q.dtype)
     rows = _allowed_rows(mask).unsqueeze(-1)                        # (..., Lq, 1), broadcast like the mask
-    if not bool(rows.all()):  # open the empty rows so torch computes no NaN, then zero their outputs
-        mask = mask | ~rows if mask.dtype == torch.bool else mask.masked_fill(~rows, 0.0)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, dropout_p=dropout_p, **gqa)
-        return out.masked_fill(~rows, 0.0)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, dropout_p=dropout_p, **gqa)
+    # -- open the empty rows so torch computes no NaN, then zero their outputs: always, since asking
+    #    whether any row is empty would read the mask on the host (a device sync, and a graph break)
+    mask = mask | ~rows if mask.dtype == torch.bool else mask.masked_fill(~rows, 0.0)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, dropout_p=dropout_p, **gqa)
+    return out.masked_fill(~rows, 0.0)
 
 
 # %% ../nbs/appendix_backends.ipynb #9e5f2189

@@ -26,9 +26,12 @@ def make_norm(norm:str, # "layer" (`LayerNorm`) or "rms" (`RMSNorm`)
     if norm == "rms": return RMSNorm(d_model) if eps is None else RMSNorm(d_model, eps)
     raise ValueError(f"norm={norm!r} must be one of {NORMS}")
 
-def _check_x(x, d_model, name="x"):
-    "Raise a `TypeError`/`ValueError` naming `name` unless it is a (B, T, d_model) tensor."
+def _check_x(x, d_model, name="x", dtype=None):
+    "Raise a `TypeError`/`ValueError` naming `name` unless it is a (B, T, d_model) floating tensor of the parameters' `dtype`."
     if not isinstance(x, Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point(): raise TypeError(f"{name}.dtype={x.dtype} must be a floating dtype")
+    if dtype is not None and x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):  # autocast casts itself
+        raise TypeError(f"{name}.dtype={x.dtype} must equal the module's parameter dtype {dtype}")
     if x.dim() != 3 or x.shape[-1] != d_model:
         raise ValueError(f"{name}.shape={tuple(x.shape)} must be (B, T, d_model={d_model})")
 
@@ -73,7 +76,7 @@ class EncoderBlock(nn.Module):
                 attn_bias:Tensor|None=None, # float (B or 1, H or 1, T, T) added to the scores, e.g. ALiBi
                 positions:Tensor|None=None, # positions for `rotary` (default 0..T-1)
                ) -> Tensor: # (B, T, d_model)
-        _check_x(x, self.d_model)
+        _check_x(x, self.d_model, dtype=self.self_attn.sublayer.out_proj.weight.dtype)
         x = self.self_attn(x, mask=mask, is_causal=is_causal, attn_bias=attn_bias, positions=positions)
         x = self.ffn(x)
         return x
@@ -116,7 +119,8 @@ class DecoderBlock(nn.Module):
                 use_cache:bool=False, # return (out, cache), creating the cache if none was given
                ):
         "Returns `out` (B, Lq, d_model), or `(out, cache)` when `use_cache`."
-        _check_x(x, self.d_model); _check_x(memory, self.d_model, "memory")
+        dtype = self.self_attn.sublayer.out_proj.weight.dtype
+        _check_x(x, self.d_model, dtype=dtype); _check_x(memory, self.d_model, "memory", dtype)
         if memory.shape[0] != x.shape[0]: raise ValueError(f"memory.shape[0]={memory.shape[0]} must equal x.shape[0]={x.shape[0]} (batch)")
         if use_cache and cache is None: cache = KVCache()
         x = self.self_attn(x, mask=self_mask, is_causal=is_causal, attn_bias=attn_bias, positions=positions, cache=cache)
@@ -136,7 +140,7 @@ class DecoderOnlyBlock(EncoderBlock):
                 use_cache:bool=False, # return (out, cache), creating the cache if none was given
                ):
         "Returns `out` (B, Lq, d_model), or `(out, cache)` when `use_cache`."
-        _check_x(x, self.d_model)
+        _check_x(x, self.d_model, dtype=self.self_attn.sublayer.out_proj.weight.dtype)
         if use_cache and cache is None: cache = KVCache()
         x = self.self_attn(x, mask=mask, is_causal=is_causal, attn_bias=attn_bias, positions=positions, cache=cache)
         x = self.ffn(x)

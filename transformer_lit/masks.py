@@ -8,7 +8,7 @@ __all__ = ['mask_to_str', 'to_additive', 'padding_mask', 'combine_masks', 'from_
 # %% ../nbs/06_causal_mask.ipynb #3c988672
 import torch
 from torch import Tensor
-from .attention import check_int, causal_mask
+from .attention import check_int, check_values, causal_mask
 _all_ = ['causal_mask']  # defined in chapter 00, re-exported here with its alignment explained
 
 # %% ../nbs/06_causal_mask.ipynb #b51aaf0f
@@ -27,7 +27,7 @@ def to_additive(mask:Tensor, # bool (True = may attend) or float (returned as it
     if not isinstance(mask, Tensor): raise TypeError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
     if mask.dtype == torch.bool:
         return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
-    if not mask.is_floating_point(): raise TypeError(f"mask has dtype {mask.dtype}; it must be bool or floating point")
+    if not mask.is_floating_point(): raise TypeError(f"mask.dtype={mask.dtype} must be torch.bool or floating point")
     return mask
 
 # %% ../nbs/06_causal_mask.ipynb #92516e79
@@ -40,12 +40,12 @@ def padding_mask(lengths, # (B,) number of real tokens per sequence: a 1-D integ
     if not isinstance(lengths, Tensor):  # an empty list would become float32: make it an empty int tensor
         lengths = torch.as_tensor(lengths) if len(lengths) else torch.zeros(0, dtype=torch.long)
     if lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:
-        raise TypeError(f"lengths has dtype {lengths.dtype}; it must hold integers")
-    if lengths.dim() != 1: raise ValueError(f"lengths has shape {tuple(lengths.shape)}; it must be 1-D (B,)")
-    if (lengths < 0).any(): raise ValueError(f"lengths={lengths.tolist()} must be >= 0")
-    if max_len is None: max_len = int(lengths.max()) if lengths.numel() else 0
+        raise TypeError(f"lengths.dtype={lengths.dtype} must be an integer dtype")
+    if lengths.dim() != 1: raise ValueError(f"lengths.shape={tuple(lengths.shape)} must be 1-D (B,)")
+    check_values(lengths >= 0, lambda: f"lengths={lengths.tolist()} must be >= 0")
+    if max_len is None: max_len = int(lengths.max()) if lengths.numel() else 0   # the output's shape: this one reads the values
     check_int("max_len", max_len, minimum=0)
-    if (lengths > max_len).any(): raise ValueError(f"lengths={lengths.tolist()} must be <= max_len={max_len}")
+    check_values(lengths <= max_len, lambda: f"lengths={lengths.tolist()} must be <= max_len={max_len}")
     return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]  # (B, T)
 
 # %% ../nbs/06_causal_mask.ipynb #06a6f2be
@@ -57,7 +57,7 @@ def combine_masks(*masks:Tensor|None, # bool (True = may attend) or float (added
     for m in ms:
         if not isinstance(m, Tensor): raise TypeError(f"mask must be a torch.Tensor or None, got {type(m).__name__}")
         if m.dtype != torch.bool and not m.is_floating_point():
-            raise TypeError(f"mask has dtype {m.dtype}; it must be bool or floating point")
+            raise TypeError(f"mask.dtype={m.dtype} must be torch.bool or floating point")
     try: torch.broadcast_shapes(*(m.shape for m in ms))
     except RuntimeError: raise ValueError(f"masks of shapes {[tuple(m.shape) for m in ms]} must broadcast together") from None
     if all(m.dtype == torch.bool for m in ms):

@@ -10,19 +10,19 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
-from .attention import check_backend, check_dropout, check_int
-from .multihead import CrossKVCache, KVCache
+from .attention import check_backend, check_dropout, check_int, check_values
+from .multihead import CrossKVCache, KVCache, StaticKVCache
 from .blocks import BLOCK_ACTIVATIONS, NORMS, DecoderBlock, DecoderOnlyBlock, EncoderBlock, make_norm
 from .masks import causal_mask
 from .positional import (LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEmbedding, alibi_bias,
-                                        check_rope_scaling, sinusoidal_encoding)
+                                        alibi_bias_at, check_rope_scaling, sinusoidal_encoding)
 
 # %% auto #0
 __all__ = ['POSITIONALS', 'PARAMETER_GROUPS', 'TransformerConfig', 'count_parameters', 'check_tokens', 'TokenEmbedding',
-           'Positions', 'DecoderCache', 'check_attention_mask', 'DecoderOnlyLM', 'unembed', 'lm_loss',
-           'TransformerStack', 'Transformer', 'parameter_breakdown', 'check_logits', 'check_sampling',
-           'temperature_filter', 'top_k_filter', 'top_p_filter', 'min_p_filter', 'filter_logits', 'sample_next',
-           'stop_setup', 'left_padding_mask', 'gnmt_penalty', 'check_beam', 'beam_search']
+           'Positions', 'DecoderCache', 'StaticCache', 'check_attention_mask', 'DecoderOnlyLM', 'unembed',
+           'check_targets', 'lm_loss', 'TransformerStack', 'Transformer', 'parameter_breakdown', 'check_logits',
+           'check_sampling', 'temperature_filter', 'top_k_filter', 'top_p_filter', 'min_p_filter', 'filter_logits',
+           'sample_next', 'stop_setup', 'left_padding_mask', 'gnmt_penalty', 'check_beam', 'beam_search']
 
 # %% ../nbs/08_transformer.ipynb #f4646063
 POSITIONALS = ("sinusoidal", "learned", "rope", "alibi", "none")   # where positions enter: see `Positions`
@@ -151,15 +151,14 @@ def check_tokens(idx, # token ids (B, T)
                  vocab_size: int, # ids must lie in [0, vocab_size)
                  name: str="idx", # the argument's name, for the message
                 ):
-    "Raise a `TypeError`/`ValueError` naming `name` unless `idx` is a (B, T) integer tensor of ids in [0, vocab_size)."
+    "Raise a `TypeError`/`ValueError` naming `name` unless `idx` is a (B, T) int64 or int32 tensor of ids in [0, vocab_size)."
     if not isinstance(idx, Tensor): raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(idx).__name__}")
-    if idx.is_floating_point() or idx.is_complex() or idx.dtype == torch.bool:
-        raise TypeError(f"{name}.dtype={idx.dtype} must be an integer dtype (token ids), e.g. torch.long")
+    if idx.dtype not in (torch.int64, torch.int32):                  # what F.embedding takes
+        raise TypeError(f"{name}.dtype={idx.dtype} must be torch.int64 or torch.int32 (token ids)")
     if idx.dim() != 2: raise ValueError(f"{name}.dim()={idx.dim()} must be 2: (B, T)")
     if idx.shape[1] == 0: raise ValueError(f"{name}.shape[1]=0 must be >= 1: at least one token")
-    lo, hi = int(idx.min()), int(idx.max())
-    if lo < 0 or hi >= vocab_size:
-        raise ValueError(f"{name} holds ids from {lo} to {hi}; every id must be in [0, vocab_size={vocab_size})")
+    check_values((idx >= 0) & (idx < vocab_size),                   # reads the ids on the CPU only (see `check_values`)
+                 lambda: f"{name} holds ids from {int(idx.min())} to {int(idx.max())}; every id must be in [0, vocab_size={vocab_size})")
 
 class TokenEmbedding(nn.Module):
     "Token ids (B, T) → vectors (B, T, d_model), multiplied by √d_model when `scale` (Vaswani et al. §3.4)."
@@ -203,16 +202,17 @@ class Positions(nn.Module):
                ) -> Tensor: # (B, T, d_model)
         "Add absolute positions (sinusoidal or learned); the other kinds act inside attention."
         if self.absolute is None: return x
-        if positions is None: return self.absolute(x, offset)
-        n = int(positions.max()) + 1
-        table = (sinusoidal_encoding(n, self.config.d_model, self.absolute.base, x.dtype, x.device) if self.kind == "sinusoidal"
-                 else self.absolute.weight[:n].to(x.dtype))                  # (n, d_model)
-        return x + table[positions]                                           # (B, T, d_model): row b at positions[b]
+        return self.absolute(x, offset, positions)                             # (B, T, d_model): row b at positions[b]
 
     def bias(self, q_len: int, k_len: int, x: Tensor) -> Tensor|None:
         "ALiBi's float bias (1, H, Lq, Lk), queries aligned to the last keys; None for the other kinds."
         if self.kind != "alibi": return None
         return alibi_bias(self.config.n_heads, q_len, k_len, dtype=x.dtype, device=x.device)[None]  # (1, H, Lq, Lk)
+
+    def bias_at(self, q_positions: Tensor, k_len: int, x: Tensor) -> Tensor|None:
+        "ALiBi's bias (1, H, Lq, k_len) for queries at positions held in a tensor (Lq,) and keys 0 .. k_len-1; None for the other kinds."
+        if self.kind != "alibi": return None
+        return alibi_bias_at(self.config.n_heads, q_positions, k_len, x.dtype)[None]   # (1, H, Lq, Lk)
 
 # %% ../nbs/08_transformer.ipynb #6ef6782f
 class DecoderCache:
@@ -230,23 +230,75 @@ class DecoderCache:
         for c in self.layers + self.cross:
             if c.k is not None: c.k, c.v = c.k[rows], c.v[rows]                 # (N, G, T, D)
 
+class StaticCache:
+    "Decoding state of fixed shapes: a `StaticKVCache` per layer, the padding of every slot, and each row's count of real tokens."
+    def __init__(self, n_layers: int, # one StaticKVCache per block
+                 batch: int, # B rows
+                 n_kv_heads: int, max_len: int, head_dim: int, # each layer's buffers: (B, G, max_len, D)
+                 dtype: torch.dtype=torch.float32, device=None):
+        check_int("n_layers", n_layers)
+        self.layers = [StaticKVCache(batch, n_kv_heads, max_len, head_dim, dtype, device) for _ in range(n_layers)]
+        dev = self.layers[0].k.device
+        self.keep = torch.zeros(batch, max_len, dtype=torch.bool, device=dev)   # (B, max_len): True on slots holding a real token
+        self.n_real = torch.zeros(batch, dtype=torch.long, device=dev)          # (B,): real tokens so far, the next one's position
+    @property
+    def pos(self) -> Tensor: return self.layers[0].pos   # slots filled so far: a 0-d tensor, never a Python int
+    @property
+    def max_len(self) -> int: return self.layers[0].max_len
+    @property
+    def batch(self) -> int: return self.keep.shape[0]
+    def nbytes(self) -> int:
+        "Bytes of the key and value buffers: 2 x layers x B x G x max_len x D x the element size, filled or not."
+        return sum(c.nbytes() for c in self.layers)
+    def reorder(self, rows: Tensor): # (B,) long: new row i continues old row rows[i]
+        "Select rows in place (beam search: each beam continues its parent's keys and values)."
+        for c in self.layers: c.reorder(rows)
+        self.keep.copy_(self.keep.index_select(0, rows)); self.n_real.copy_(self.n_real.index_select(0, rows))
+
 def check_attention_mask(attention_mask, # bool or 0/1 integers, True on real tokens
                          shape: tuple, # the expected (B, past + T)
+                         what: str="(B, cached + new tokens)", # what the shape's dims are, for the message
                         ) -> Tensor: # bool (B, past + T)
-    "Raise a `ValueError` unless `attention_mask` is a bool or 0/1 integer tensor of `shape`; return it as bool."
-    if not isinstance(attention_mask, Tensor) or attention_mask.is_floating_point() or tuple(attention_mask.shape) != tuple(shape):
-        raise ValueError(f"attention_mask must be a bool or 0/1 integer tensor of shape {tuple(shape)} (B, cached + new tokens), got "
-                         f"{tuple(attention_mask.shape) if isinstance(attention_mask, Tensor) else type(attention_mask).__name__}")
-    if attention_mask.dtype != torch.bool and not ((attention_mask == 0) | (attention_mask == 1)).all():
-        raise ValueError("attention_mask must hold only 0 and 1 (or False and True)")
+    "Raise a `TypeError`/`ValueError` unless `attention_mask` is a bool or 0/1 integer tensor of `shape`; return it as bool."
+    if not isinstance(attention_mask, Tensor):
+        raise TypeError(f"attention_mask must be a torch.Tensor (bool, or 0/1 integers), got {type(attention_mask).__name__}")
+    if attention_mask.is_floating_point() or attention_mask.is_complex():
+        raise TypeError(f"attention_mask.dtype={attention_mask.dtype} must be torch.bool or an integer dtype holding 0 and 1")
+    if tuple(attention_mask.shape) != tuple(shape):
+        raise ValueError(f"attention_mask must be a bool or 0/1 integer tensor of shape {tuple(shape)} {what}, got "
+                         f"{tuple(attention_mask.shape)}")
+    if attention_mask.dtype != torch.bool:
+        check_values((attention_mask == 0) | (attention_mask == 1), "attention_mask must hold only 0 and 1 (or False and True)")
     return attention_mask.bool()
 
 def _check_cache(cache, n_layers):
     if cache is None: return 0
-    if not isinstance(cache, DecoderCache): raise TypeError(f"cache must be a DecoderCache or None, got {type(cache).__name__}")
+    if not isinstance(cache, (DecoderCache, StaticCache)):
+        raise TypeError(f"cache must be a DecoderCache, a StaticCache or None, got {type(cache).__name__}")
     if len(cache.layers) != n_layers:
         raise ValueError(f"cache has {len(cache.layers)} layers; it must have one per decoder block ({n_layers})")
-    return len(cache)
+    return 0 if isinstance(cache, StaticCache) else len(cache)
+
+def _static_step(cache: StaticCache, idx: Tensor, attention_mask, max_len: int, dtype):
+    "Record the new tokens in `cache` (their slots, padding and positions); return (mask (B, 1, T, L), positions (B, T), slots (T,))."
+    B, T = idx.shape
+    if B != cache.batch: raise ValueError(f"idx.shape[0]={B} must equal the StaticCache's batch={cache.batch}")
+    if cache.pos.device != idx.device: raise ValueError(f"idx.device={idx.device} must equal the StaticCache's device {cache.pos.device}")
+    if cache.layers[0].k.dtype != dtype:
+        raise TypeError(f"the StaticCache's dtype {cache.layers[0].k.dtype} must equal the model's parameter dtype {dtype}")
+    slots = cache.pos + torch.arange(T, device=idx.device)                             # (T,): where the new keys go
+    check_values(slots < cache.max_len, lambda: f"idx.shape[1]={T} after {int(cache.pos)} cached tokens must be <= "
+                                                f"the StaticCache's max_len={cache.max_len}")
+    new = (torch.ones(B, T, dtype=torch.bool, device=idx.device) if attention_mask is None
+           else check_attention_mask(attention_mask, (B, T), "(B, new tokens): a StaticCache keeps the earlier ones"))
+    n_real = cache.n_real + new.sum(-1)                                                # (B,)
+    check_values(n_real <= max_len, lambda: f"idx.shape[1]={T} after {int(cache.n_real.max())} cached real tokens "
+                                            f"must be <= max_len={max_len} (positions 0..max_len-1)")
+    positions = (cache.n_real[:, None] + new.long().cumsum(-1) - 1).clamp(min=0)       # (B, T): 0 at a row's first real token
+    cache.keep.index_copy_(1, slots, new); cache.n_real.copy_(n_real)                 # in place: shapes never change
+    j = torch.arange(cache.max_len, device=idx.device)                                  # (L,)
+    mask = (j[None, :] <= slots[:, None]) & cache.keep[:, None, None, :]               # (B, 1, T, L): causal, real, written
+    return mask, positions, slots
 
 # %% ../nbs/08_transformer.ipynb #5301ec04
 class DecoderOnlyLM(nn.Module):
@@ -269,32 +321,48 @@ class DecoderOnlyLM(nn.Module):
 
     def forward(self, idx: Tensor, # (B, T) token ids
                 targets: Tensor|None=None, # (B, T) next-token ids; -100 = ignore (e.g. padding)
-                cache: DecoderCache|None=None, # earlier tokens' keys/values; appended to in place
-                *, attention_mask: Tensor|None=None, # bool or 0/1 (B, past + T), False on padding; covers the cached tokens too
+                cache: DecoderCache|StaticCache|None=None, # earlier tokens' keys/values; appended to in place
+                *, attention_mask: Tensor|None=None, # bool or 0/1 (B, past + T), False on padding; covers the cached tokens too (StaticCache: (B, T), the new tokens only)
                ): # logits (B, T, V), or (logits, mean cross-entropy loss) when targets are given
         "Next-token logits for every position (and the loss when `targets` is given)."
         past = _check_cache(cache, len(self.blocks))
         check_tokens(idx, self.config.vocab_size)
+        if targets is not None: check_targets(targets, idx.shape, self.config.vocab_size)
         T, c = idx.shape[1], self.config
         mask, causal, positions = None, True, None
-        if attention_mask is None: self.pos.check_length(T, past)
+        if isinstance(cache, StaticCache):                               # fixed shapes: keys over all max_len slots
+            mask, positions, slots = _static_step(cache, idx, attention_mask, c.max_len, self.lm_head.weight.dtype)
+            causal = False
+        elif attention_mask is None: self.pos.check_length(T, past)
         else:
             keep = check_attention_mask(attention_mask, (idx.shape[0], past + T))         # (B, past+T) bool
-            n_real = int(keep.sum(-1).max())
-            if n_real > c.max_len: raise ValueError(f"attention_mask holds {n_real} real tokens in a row; it must be <= max_len={c.max_len}")
+            check_values(keep.sum(-1) <= c.max_len, lambda: f"attention_mask holds {int(keep.sum(-1).max())} real tokens "
+                                                             f"in a row; it must be <= max_len={c.max_len}")
             positions = (keep.long().cumsum(-1) - 1).clamp(min=0)[:, past:]                 # (B, T): 0 at a row's first real token
             mask = causal_mask(T, past + T, "bottom-right", idx.device) & keep[:, None, None, :]   # (B, 1, T, past+T)
             causal = False
         x = self.drop(self.pos(self.tok(idx), offset=past, positions=positions))   # (B, T, d_model): the residual stream
-        bias = self.pos.bias(T, past + T, x)                             # ALiBi (1, H, T, past+T) or None: relative, padding-blind
+        bias = (self.pos.bias_at(slots, cache.max_len, x) if isinstance(cache, StaticCache)   # ALiBi over the slots
+                else self.pos.bias(T, past + T, x))                      # ALiBi (1, H, T, past+T) or None: relative, padding-blind
         for i, block in enumerate(self.blocks):
             x = block(x, mask=mask, is_causal=causal, attn_bias=bias, positions=positions,
                       cache=None if cache is None else cache.layers[i])
         logits = unembed(self.lm_head, self.norm(x), c.output_scale)     # (B, T, V)
         if targets is None: return logits
-        return logits, lm_loss(logits, targets)
+        return logits, _cross_entropy(logits, targets)
 
-    def new_cache(self) -> DecoderCache: return DecoderCache(len(self.blocks))
+    def new_cache(self, max_len: int|None=None, # None: a `DecoderCache` that grows; an int: a `StaticCache` of this many slots
+                  batch: int|None=None, # B, required with max_len
+                  dtype: torch.dtype|None=None, device=None, # default: the model's parameters'
+                 ) -> DecoderCache|StaticCache:
+        "An empty cache: growing (`DecoderCache`), or preallocated (`StaticCache`) so that a compiled decoding step keeps its shapes."
+        if max_len is None:
+            if batch is not None: raise ValueError(f"batch={batch!r} needs max_len: only a StaticCache has a fixed batch")
+            return DecoderCache(len(self.blocks))
+        check_int("max_len", max_len); check_int("batch", batch, minimum=0)
+        w, c = self.lm_head.weight, self.config
+        return StaticCache(len(self.blocks), batch, c.kv_heads, max_len, c.head_dim,
+                           w.dtype if dtype is None else dtype, w.device if device is None else device)
 
 def unembed(lm_head: nn.Linear, # the unembedding U, weight (V, d_model)
             h: Tensor, # the final state (B, T, d_model)
@@ -303,15 +371,35 @@ def unembed(lm_head: nn.Linear, # the unembedding U, weight (V, d_model)
     "Logits h·Uᵀ, with h multiplied by `scale` first (d_model^-0.5 for tied, √d_model-scaled embeddings)."
     return lm_head(h if scale == 1.0 else h * scale)
 
+def check_targets(targets, # (B, T) next-token ids, -100 where nothing is predicted
+                  shape: tuple, # the expected (B, T): the ids' or the logits' first two dims
+                  vocab_size: int, # V: every counted target is in [0, V)
+                  name: str="targets"):
+    "Raise a `TypeError`/`ValueError` naming `name` unless `targets` is an int64/int32 tensor of `shape` with ids in [0, V) or -100, not all -100."
+    if not isinstance(targets, Tensor): raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(targets).__name__}")
+    if targets.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"{name}.dtype={targets.dtype} must be torch.int64 or torch.int32 (token ids, -100 = ignore)")
+    if tuple(targets.shape) != tuple(shape):
+        raise ValueError(f"{name}.shape={tuple(targets.shape)} must equal (B, T)={tuple(shape)}, the shape of the ids and of logits.shape[:2]")
+    check_values(targets < vocab_size, lambda: f"{name} holds ids up to {int(targets.max())}; every target must be < vocab_size={vocab_size}")
+    check_values((targets >= 0) | (targets == -100),
+                 lambda: f"{name} holds {int(targets[(targets < 0) & (targets != -100)][0])}; the only negative target allowed is -100 (ignore)")
+    check_values((targets != -100).any(), lambda: f"every entry of {name} is -100 (ignored), or it has none: the mean "
+                                                  "loss has nothing to average (torch would return NaN)")
+
+def _cross_entropy(logits, targets): # checked (B, T, V) and (B, T)
+    z = logits.flatten(0, 1).to(torch.promote_types(logits.dtype, torch.float32))   # (B·T, V)
+    return F.cross_entropy(z, targets.flatten().long(), ignore_index=-100)
+
 def lm_loss(logits: Tensor, # (B, T, V)
             targets: Tensor, # (B, T) ids; -100 positions are ignored
            ) -> Tensor: # scalar: mean cross-entropy over the counted positions
     "Mean next-token cross-entropy, computed in at least float32."
-    if not isinstance(targets, Tensor) or targets.is_floating_point() or targets.shape != logits.shape[:-1]:
-        raise ValueError(f"targets must be an integer tensor of shape {tuple(logits.shape[:-1])}, got "
-                         f"{tuple(targets.shape) if isinstance(targets, Tensor) else type(targets).__name__}")
-    z = logits.flatten(0, 1).to(torch.promote_types(logits.dtype, torch.float32))   # (B*T, V)
-    return F.cross_entropy(z, targets.flatten(), ignore_index=-100)
+    if not isinstance(logits, Tensor): raise TypeError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
+    if not logits.is_floating_point(): raise TypeError(f"logits.dtype={logits.dtype} must be a floating dtype")
+    if logits.dim() != 3: raise ValueError(f"logits.dim()={logits.dim()} must be 3: (B, T, V)")
+    check_targets(targets, logits.shape[:2], logits.shape[-1])
+    return _cross_entropy(logits, targets)
 
 # %% ../nbs/08_transformer.ipynb #24f4143b
 class TransformerStack(nn.Module):
@@ -441,9 +529,10 @@ class Transformer(nn.Module):
                 src_keep: Tensor|None=None, tgt_keep: Tensor|None=None, # bool (B, ·) True on real tokens; default from pad_id
                 targets: Tensor|None=None, # (B, T) ids to predict (y_1 ... y_T); -100 = ignore
                ): # logits (B, T, V), or (logits, loss) when targets are given
+        if targets is not None and isinstance(tgt, Tensor): check_targets(targets, tgt.shape, self.config.vocab_size)
         memory, memory_mask = self.encode(src, src_keep)
         logits = self.decode(tgt, memory, memory_mask, self._default_keep(tgt, tgt_keep))
-        return logits if targets is None else (logits, lm_loss(logits, targets))
+        return logits if targets is None else (logits, _cross_entropy(logits, targets))
 
     def new_cache(self) -> DecoderCache: return DecoderCache(len(self.stack.decoder))
 
@@ -479,7 +568,7 @@ def check_logits(logits, # next-token scores (B, V)
     for bad, rule in ((logits.isnan().any(-1), "contains NaN; every score must be a number or -inf"),
                       ((logits == math.inf).any(-1), "contains +inf; every score must be finite or -inf"),
                       (~logits.isfinite().any(-1), "is all -inf; at least one token must have a finite score")):
-        if bad.any(): raise ValueError(f"{name} row {int(bad.nonzero()[0, 0])} {rule}")
+        check_values(~bad, lambda: f"{name} row {int(bad.nonzero()[0, 0])} {rule}")   # no host read on a GPU
 
 def _is_number(x): return isinstance(x, (int, float)) and not isinstance(x, bool)
 
@@ -582,8 +671,8 @@ def left_padding_mask(attention_mask, # bool or 0/1 (B, T): True on real tokens
                      ) -> Tensor: # bool (B, T)
     "Check a left-padding mask: the prompt's shape, 0/1 values, each row False... then True... with at least one True."
     keep = check_attention_mask(attention_mask, shape)                  # shape and 0/1 values, as bool
-    if not keep[:, -1].all() or (keep[:, 1:].long() < keep[:, :-1].long()).any():
-        raise ValueError("attention_mask must be left-padded: in each row False (padding) first, then True up to the last column")
+    check_values(keep[:, -1] & (keep[:, 1:].long() >= keep[:, :-1].long()).all(-1),
+                 "attention_mask must be left-padded: in each row False (padding) first, then True up to the last column")
     return keep
 
 @torch.no_grad()
@@ -596,8 +685,10 @@ def _lm_generate(self, idx: Tensor, # (B, T0) prompt ids; rows of different leng
                  attention_mask: Tensor|None=None, # bool (B, T0): False on the left padding of shorter prompts
                  eos_id: int|None=None, stop_ids=None, # a row stops after any of these tokens
                  pad_id: int|None=None, # written after a row's stop; default config.pad_id, else the first stop id
+                 static_cache: bool=False, # with use_cache: a preallocated `StaticCache` of T0 + max_new_tokens slots
+                 step=None, # what runs each forward pass, called like the model; default the model, e.g. torch.compile(model, fullgraph=True)
                 ) -> Tensor: # (B, T0 + n), n <= max_new_tokens: it ends early when every row has stopped
-    "Extend `idx` token by token; with or without the KV cache, and padded or alone, the tokens are the same."
+    "Extend `idx` token by token; with or without the KV cache (growing or static), and padded or alone, the tokens are the same."
     check_tokens(idx, self.config.vocab_size); check_int("max_new_tokens", max_new_tokens, minimum=0)
     if not greedy: check_sampling(temperature, top_k, top_p, min_p, self.config.vocab_size)
     stops, pad = stop_setup(self.config.vocab_size, eos_id, stop_ids, pad_id, self.config.pad_id)
@@ -606,13 +697,18 @@ def _lm_generate(self, idx: Tensor, # (B, T0) prompt ids; rows of different leng
     if longest + max_new_tokens > self.config.max_len:
         raise ValueError(f"{'idx.shape[1]' if keep is None else 'the longest prompt'}={longest} plus "
                          f"max_new_tokens={max_new_tokens} must be <= max_len={self.config.max_len}")
-    cache = self.new_cache() if use_cache else None
+    if not isinstance(static_cache, bool): raise TypeError(f"static_cache={static_cache!r} must be a bool")
+    if static_cache and not use_cache: raise ValueError("static_cache=True needs use_cache=True")
+    if step is not None and not callable(step): raise TypeError(f"step={step!r} must be callable (like the model) or None")
+    step = self if step is None else step
+    static = use_cache and static_cache
+    cache = (self.new_cache(idx.shape[1] + max_new_tokens, idx.shape[0]) if static else self.new_cache()) if use_cache else None
     stop_t = torch.tensor(stops, dtype=idx.dtype, device=idx.device)
     done = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)   # (B,): rows that have stopped
     out, step_in = idx, idx                                              # step_in: what the next forward pass reads
-    for _ in range(max_new_tokens):
-        kw = {} if keep is None else dict(attention_mask=keep)
-        logits = self(step_in if use_cache else out, cache=cache, **kw)[:, -1]   # (B, V): the last position's scores
+    for t in range(max_new_tokens):
+        kw = {} if keep is None or (static and t) else dict(attention_mask=keep)  # a StaticCache keeps the prompt's padding
+        logits = step(step_in if use_cache else out, cache=cache, **kw)[:, -1]   # (B, V): the last position's scores
         nxt = sample_next(logits, greedy, temperature, top_k, generator, top_p, min_p)     # (B,)
         if stops: nxt = nxt.masked_fill(done, pad)                       # a stopped row only pads
         out, step_in = torch.cat([out, nxt[:, None]], dim=1), nxt[:, None]   # (B, T+1), (B, 1)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-from .attention import attend, causal_mask, check_backend, check_dropout, check_int, check_mask, scaled_dot_product_attention
+from .attention import attend, causal_mask, check_backend, check_dropout, check_int, check_mask, check_values, scaled_dot_product_attention
 
 # %% auto #0
 __all__ = ['split_heads', 'merge_heads', 'check_kv_heads', 'attention_cost', 'kv_cache_bytes', 'KVCache', 'CrossKVCache',
-           'MultiHeadAttention']
+           'StaticKVCache', 'MultiHeadAttention']
 
 # %% ../nbs/01_multihead.ipynb #60757fbb
 def split_heads(x: torch.Tensor, # (B, T, H·D)
@@ -110,6 +110,41 @@ class CrossKVCache:
         return _nbytes(self.k, self.v)
 
 
+class StaticKVCache:
+    "Keys and values of one attention layer in preallocated buffers (B, G, max_len, D), written in place at the slots after `pos`."
+    def __init__(self, batch: int, # B sequences
+                 n_kv_heads: int, # G key/value heads
+                 max_len: int, # slots: the most tokens the cache holds
+                 head_dim: int, # D, the width of one key (and value) head
+                 dtype: torch.dtype=torch.float32, device=None):
+        check_int("batch", batch, minimum=0)
+        for name, val in (("n_kv_heads", n_kv_heads), ("max_len", max_len), ("head_dim", head_dim)): check_int(name, val)
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point: raise TypeError(f"dtype={dtype!r} must be a floating torch.dtype")
+        self.k = torch.zeros(batch, n_kv_heads, max_len, head_dim, dtype=dtype, device=device)  # (B, G, max_len, D)
+        self.v = torch.zeros_like(self.k)                                # (B, G, max_len, D)
+        self.pos = torch.zeros((), dtype=torch.long, device=self.k.device)  # slots filled so far: a tensor, so a compiled step never specialises on it
+    @property
+    def max_len(self) -> int: return self.k.shape[-2]
+    def nbytes(self) -> int:
+        "Bytes of the two buffers: 2 x B x G x max_len x D x the element size, however many slots are filled."
+        return _nbytes(self.k, self.v)
+    def append(self, k: torch.Tensor, v: torch.Tensor): # new keys/values (B, G, t, D)
+        "Write `k`, `v` into slots pos .. pos+t-1 in place, advance pos by t, and return the whole buffers (B, G, max_len, D)."
+        if k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1] or v.shape != k.shape:
+            raise ValueError(f"k.shape={tuple(k.shape)}, v.shape={tuple(v.shape)} must match the buffers "
+                             f"{tuple(self.k.shape)} in all dims but -2 (B, key/value heads and D)")
+        if k.dtype != self.k.dtype or v.dtype != self.k.dtype:
+            raise TypeError(f"k.dtype={k.dtype}, v.dtype={v.dtype} must equal the cache's dtype {self.k.dtype}")
+        slots = self.pos + torch.arange(k.shape[-2], device=self.pos.device)    # (t,)
+        check_values(slots < self.max_len, lambda: f"k.shape[-2]={k.shape[-2]} new keys after {int(self.pos)} "
+                                                   f"cached ones must fit max_len={self.max_len}")
+        self.k.index_copy_(2, slots, k); self.v.index_copy_(2, slots, v)   # in place: the buffers keep their shape
+        self.pos.add_(k.shape[-2])
+        return self.k, self.v
+    def reorder(self, rows: torch.Tensor): # (B,) long: new row i continues old row rows[i]
+        "Select rows in place (beam search: each beam continues its parent's keys and values)."
+        self.k.copy_(self.k.index_select(0, rows)); self.v.copy_(self.v.index_select(0, rows))
+
 # %% ../nbs/01_multihead.ipynb #e409bdfb
 class MultiHeadAttention(nn.Module):
     "Multi-head attention, batch-first, with a fused QKV projection, G key/value heads (grouped-query) and a choice of backend."
@@ -181,11 +216,15 @@ def _check_inputs(self, query, key, value, mask, attn_bias):
                                   ("value", value, "vdim", self.vdim)):
         if t is None: continue
         if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if not t.is_floating_point(): raise TypeError(f"{name}.dtype={t.dtype} must be a floating dtype")
         if t.dim() != 3: raise ValueError(f"{name}.dim()={t.dim()} must be 3: (B, T, {wname})")
         if t.shape[-1] != width: raise ValueError(f"{name}.shape[-1]={t.shape[-1]} must equal {wname}={width}")
         if t.shape[0] != query.shape[0]: raise ValueError(f"{name}.shape[0]={t.shape[0]} must equal query.shape[0]={query.shape[0]} (batch)")
         if t.dtype != query.dtype and not torch.is_autocast_enabled(t.device.type):  # autocast casts them itself
             raise TypeError(f"{name}.dtype={t.dtype} must equal query.dtype={query.dtype}")
+    w = self.out_proj.weight
+    if query.dtype != w.dtype and not torch.is_autocast_enabled(query.device.type):   # under autocast the matmuls cast
+        raise TypeError(f"query.dtype={query.dtype} must equal the module's parameter dtype {w.dtype}")
     if key is not None and value is None and self.kdim != self.vdim:
         raise ValueError(f"value=None defaults to key, which needs kdim={self.kdim} to equal vdim={self.vdim}: pass value")
     if key is not None and value is not None and key.shape[1] != value.shape[1]:
@@ -208,12 +247,12 @@ def _forward(self, query: torch.Tensor, # (B, Lq, d_model)
              need_weights: bool=False, # also return the per-head weights (B, H, Lq, Lk); runs the math backend
              attn_bias: torch.Tensor|None=None, # float added to the scores (ALiBi, relative bias), broadcastable to (B, H, Lq, Lk)
              positions: torch.Tensor|None=None, # positions for `rotary`; default len(cache) + arange(Lq)
-             cache: KVCache|CrossKVCache|None=None, # KVCache: new keys/values appended, all attended; CrossKVCache: the memory's, projected once
+             cache: KVCache|StaticKVCache|CrossKVCache|None=None, # KVCache, StaticKVCache: new keys/values appended, all attended; CrossKVCache: the memory's, projected once
             ):
     "Attend from `query` to `key`/`value`; returns `out` (B, Lq, d_model), or `(out, weights)`."
     self._check_inputs(query, key, value, mask, attn_bias)
-    if cache is not None and not isinstance(cache, (KVCache, CrossKVCache)):
-        raise TypeError(f"cache must be a KVCache, a CrossKVCache or None, got {type(cache).__name__}")
+    if cache is not None and not isinstance(cache, (KVCache, StaticKVCache, CrossKVCache)):
+        raise TypeError(f"cache must be a KVCache, a StaticKVCache, a CrossKVCache or None, got {type(cache).__name__}")
     reuse = isinstance(cache, CrossKVCache) and len(cache) > 0      # the memory's keys/values are cached already
     if isinstance(cache, CrossKVCache) and key is None:
         raise ValueError("a CrossKVCache holds a memory's keys and values: pass key (the memory), or use a KVCache for self-attention")
@@ -226,15 +265,24 @@ def _forward(self, query: torch.Tensor, # (B, Lq, d_model)
     if reuse: q, k, v = self.project_q(query), cache.k, cache.v      # the memory is not read again
     else: q, k, v = self.project_qkv(query, key, value)             # (B, H, Lq, D), (B, G, Lk, D), (B, G, Lk, Dv)
     past = len(cache) if isinstance(cache, KVCache) else 0
+    static = isinstance(cache, StaticKVCache)
+    start = cache.pos if static else past                           # a static cache keeps its length in a tensor
     if self.rotary is not None:
-        q_pos = positions if positions is not None else torch.arange(past, past + q.shape[-2], device=q.device)
-        k_pos = q_pos if key is None else torch.arange(past, past + k.shape[-2], device=k.device)
+        q_pos = positions if positions is not None else start + torch.arange(q.shape[-2], device=q.device)
+        k_pos = q_pos if key is None else start + torch.arange(k.shape[-2], device=k.device)
         q = self.rotary(q, q_pos)                                    # (B, H, Lq, D)
         if not reuse: k = self.rotary(k, k_pos)                      # (B, G, Lk, D); cached keys are rotated already
-    if isinstance(cache, KVCache): k, v = cache.append(k, v)        # (B, G, past + Lk, D)
+    if static: end = cache.pos + k.shape[-2]                         # slots filled once the new keys are written
+    if isinstance(cache, (KVCache, StaticKVCache)): k, v = cache.append(k, v)  # (B, G, past + Lk, D); static: (B, G, max_len, D)
     elif cache is not None and not reuse: cache.k, cache.v = k, v   # the first call fills the CrossKVCache
     Lq, Lk = q.shape[-2], k.shape[-2]
     check_mask(mask, (q.shape[0], self.n_heads, Lq, Lk), is_causal)
+    if static:                                                      # slots not written yet are never read
+        j = torch.arange(Lk, device=k.device)                       # (max_len,)
+        allowed = (j <= (end - Lq + torch.arange(Lq, device=k.device))[:, None] if is_causal  # (Lq, max_len): bottom-right
+                   else (j < end).expand(Lq, Lk))
+        mask = allowed if mask is None else mask & allowed if mask.dtype == torch.bool else mask.masked_fill(~allowed, float("-inf"))
+        is_causal = False
     if is_causal and (past or attn_bias is not None):              # an explicit mask; with a cache it is bottom-right
         mask, is_causal = causal_mask(Lq, Lk, "bottom-right", device=q.device), False  # (Lq, Lk), Lk = past + Lq
     if attn_bias is not None:                                       # fold mask and causality into one float bias

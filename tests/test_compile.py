@@ -1,0 +1,171 @@
+"""torch.compile takes the models whole (fullgraph=True): forward with and without targets, training and evaluation,
+every positional kind and grouped-query attention, gradients included; a decoding step over a `StaticCache` compiles
+once; and the forward pass never reads a tensor's value on the host (no device-to-host synchronisation on a GPU)."""
+import dataclasses, re
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from transformer_lit.model import DecoderOnlyLM, StaticCache, Transformer, TransformerConfig
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny ops: one thread (tests/conftest.py)
+KINDS = ("sinusoidal", "learned", "rope", "alibi")
+CFG = TransformerConfig(vocab_size=40, d_model=16, n_heads=4, n_layers=2, d_ff=32, max_len=24, dropout=0.1, n_kv_heads=2)
+
+def cfg(**kw): return dataclasses.replace(CFG, **kw)
+
+def ids(*shape, seed=0, high=40): return torch.randint(0, high, shape, generator=torch.Generator().manual_seed(seed))
+
+def counting_backend(inner="eager"):
+    "A backend that records every graph dynamo hands it, then runs it with `inner`; (backend, list of graphs)."
+    graphs = []
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        if inner == "eager": return gm.forward
+        from torch._dynamo.backends.debugging import aot_eager
+        return aot_eager(gm, example_inputs)
+    return backend, graphs
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset(); yield; torch._dynamo.reset()
+
+def grads(model): return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+def run_both(model, compiled, args, kwargs, train):
+    "Eager and compiled outputs (and parameter gradients when a loss comes back) from the same seed."
+    model.train(train)
+    results = []
+    for fn in (model, compiled):
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(1)                                               # the same dropout masks in both
+        out = fn(*args, **kwargs)
+        if isinstance(out, tuple): out[1].backward()
+        results.append((out, grads(model)))
+    return results
+
+def assert_same(a, b, tol=1e-12):
+    (out_e, g_e), (out_c, g_c) = a, b
+    for x, y in zip(out_e if isinstance(out_e, tuple) else (out_e,), out_c if isinstance(out_c, tuple) else (out_c,)):
+        torch.testing.assert_close(y, x, rtol=0, atol=tol)
+    assert g_e.keys() == g_c.keys()
+    for n in g_e: torch.testing.assert_close(g_c[n], g_e[n], rtol=0, atol=tol, msg=n)
+
+# ---------------------------------------------------------------- whole-model graphs
+@pytest.mark.parametrize("kind", ["rope", "alibi"])               # the two kinds that broke most (the fullgraph tests cover all)
+def test_no_graph_breaks(kind):
+    torch.manual_seed(0)
+    lm, s2s = DecoderOnlyLM(cfg(positional=kind)), Transformer(cfg(positional=kind, pad_id=0))
+    x = ids(2, 7, seed=1)
+    for explained in (torch._dynamo.explain(lm)(x, x), torch._dynamo.explain(s2s)(x, x, targets=x),
+                      torch._dynamo.explain(lm)(x, attention_mask=torch.ones(2, 7, dtype=torch.long))):
+        assert explained.graph_break_count == 0, [b.reason for b in explained.break_reasons]
+        assert explained.graph_count == 1
+
+# backend="eager" runs dynamo's capture (what fullgraph is about) and is fast; "aot_eager" also traces the backward
+# through AOTAutograd, so it runs where gradients are compared in a compiled backward
+CASES = [(kind, train, "eager") for kind in KINDS for train in (True, False)] + [("rope", True, "aot_eager"), ("alibi", True, "aot_eager")]
+
+@pytest.mark.parametrize("kind,train,backend", CASES)
+def test_lm_fullgraph_equals_eager(kind, train, backend):
+    torch.manual_seed(0)
+    m = DecoderOnlyLM(cfg(positional=kind)).double()
+    cm = torch.compile(m, fullgraph=True, backend=backend)
+    x, y = ids(2, 9, seed=1), ids(2, 9, seed=2)
+    assert_same(*run_both(m, cm, (x, y), {}, train))                   # logits, loss and every gradient
+    assert_same(*run_both(m, cm, (x,), {}, train))                     # logits only
+    keep = torch.ones(2, 9, dtype=torch.bool); keep[1, :3] = False     # left padding
+    assert_same(*run_both(m, cm, (x, y), dict(attention_mask=keep), train))
+
+@pytest.mark.parametrize("kind,train,backend", CASES)
+def test_transformer_fullgraph_equals_eager(kind, train, backend):
+    torch.manual_seed(0)
+    t = Transformer(cfg(positional=kind, pad_id=0)).double()           # pad_id: padding masks in both stacks
+    ct = torch.compile(t, fullgraph=True, backend=backend)
+    src, tgt, y = ids(2, 8, seed=1), ids(2, 6, seed=2), ids(2, 6, seed=3)
+    src[1, 5:] = 0                                                     # row 1 is padded
+    assert_same(*run_both(t, ct, (src, tgt), dict(targets=y), train))
+    assert_same(*run_both(t, ct, (src, tgt), {}, train))
+
+def test_metadata_checks_still_raise_under_compile():
+    m = DecoderOnlyLM(cfg())
+    x = ids(2, 5)
+    with pytest.raises(TypeError, match=re.escape("idx.dtype=torch.float32 must be torch.int64 or torch.int32")):
+        torch.compile(m, backend="eager")(x.float())                   # dynamo runs the check at trace time: the same error
+    with pytest.raises(Exception, match=re.escape("targets.dtype=torch.bool must be torch.int64 or torch.int32")):
+        torch.compile(m, fullgraph=True, backend="eager")(x, x.bool())  # fullgraph: wrapped by dynamo, with our message
+
+# ---------------------------------------------------------------- a decoding step that compiles once
+@pytest.mark.parametrize("kind", KINDS)
+def test_static_step_compiles_once(kind):
+    torch.manual_seed(0)
+    m = DecoderOnlyLM(cfg(positional=kind)).double().eval()
+    backend, graphs = counting_backend()
+    cm = torch.compile(m, fullgraph=True, backend=backend)
+    x = ids(2, 12, seed=1)
+    full = m(x)
+    eager_cache, compiled_cache = m.new_cache(max_len=16, batch=2), m.new_cache(max_len=16, batch=2)
+    with torch.no_grad():
+        outs = [(m(x[:, :4], cache=eager_cache), cm(x[:, :4], cache=compiled_cache))]           # the prompt
+        outs += [(m(x[:, t:t + 1], cache=eager_cache), cm(x[:, t:t + 1], cache=compiled_cache)) for t in range(4, 12)]
+    assert len(graphs) == 2                                            # one for the prompt, one for all eight steps
+    for e, c in outs: torch.testing.assert_close(c, e, rtol=0, atol=1e-12)       # compiled step == eager step
+    torch.testing.assert_close(torch.cat([c for _, c in outs], 1), full, rtol=0, atol=1e-12)  # == the full forward
+    assert int(compiled_cache.pos) == 12 and compiled_cache.n_real.tolist() == [12, 12]
+
+def test_generate_with_a_compiled_step():
+    torch.manual_seed(0)
+    m = DecoderOnlyLM(cfg(positional="rope")).eval()
+    backend, graphs = counting_backend()
+    step = torch.compile(m, fullgraph=True, backend=backend)
+    prompt = ids(2, 5, seed=1)
+    keep = torch.tensor([[True] * 5, [False, False, True, True, True]])
+    for mask in (None, keep):
+        ref = m.generate(prompt, 8, greedy=True, attention_mask=mask)
+        assert m.generate(prompt, 8, greedy=True, attention_mask=mask, static_cache=True, step=step).equal(ref)
+    assert len(graphs) == 3                                            # a prompt without, one with a padding mask, one step
+
+def test_inductor_step_equals_eager():
+    "The real compiler once (CPU inductor writes C++): a rope GQA model's cached step."
+    torch.manual_seed(0)
+    m = DecoderOnlyLM(cfg(positional="rope", n_layers=1)).eval()
+    x = ids(2, 7, seed=1)
+    cache_e, cache_c = m.new_cache(max_len=8, batch=2), m.new_cache(max_len=8, batch=2)
+    step = torch.compile(m, fullgraph=True)                            # inductor
+    with torch.no_grad():
+        m(x[:, :5], cache=cache_e); m(x[:, :5], cache=cache_c)         # the prompt, eager in both
+        for t in (5, 6):
+            torch.testing.assert_close(step(x[:, t:t + 1], cache=cache_c), m(x[:, t:t + 1], cache=cache_e), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(cache_c.layers[0].k, cache_e.layers[0].k, rtol=1e-5, atol=1e-5)
+
+# ---------------------------------------------------------------- no value is read on the host
+class NoHostReads(TorchDispatchMode):
+    "Fail on every op that copies a tensor's value to Python (`.item()`, `int(t)`, `bool(t)`, `if t:`)."
+    READS = {torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default, torch.ops.aten.is_nonzero.default}
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in self.READS: raise AssertionError(f"{func} reads a tensor's value on the host")
+        return func(*args, **(kwargs or {}))
+
+def test_the_detector_catches_a_host_read():
+    with pytest.raises(AssertionError, match="reads a tensor's value on the host"):
+        with NoHostReads(): int(torch.zeros(2, device="meta").sum())
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_forward_reads_no_value_on_the_host(kind):
+    "On the meta device `check_values` takes the path a GPU takes (an async assert); any host read fails the test."
+    with torch.device("meta"):
+        lm, s2s = DecoderOnlyLM(cfg(positional=kind)), Transformer(cfg(positional=kind, pad_id=0))
+        x = torch.zeros(2, 6, dtype=torch.long)
+        keep = torch.ones(2, 6, dtype=torch.long)
+    with NoHostReads():
+        lm.train(); s2s.train()
+        lm(x, x)[1].backward()                                         # a training step's forward and backward
+        lm(x, x, attention_mask=keep)[1].backward()
+        s2s(x, x, targets=x)[1].backward()
+        lm.eval()
+        cache = lm.new_cache(max_len=8, batch=2)
+        assert isinstance(cache, StaticCache)
+        lm(x[:, :5], cache=cache, attention_mask=keep[:, :5])          # the prompt
+        logits = lm(x[:, 5:], cache=cache)                             # one cached step
+        grow = lm.new_cache()
+        lm(x[:, :5], cache=grow); lm(x[:, 5:], cache=grow)             # the growing cache too
+    assert logits.shape == (2, 1, 40) and logits.device.type == "meta"
