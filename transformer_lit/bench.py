@@ -222,7 +222,7 @@ def plot_bench(rows: list[dict], title: str="", path=None,
               ):
     "Measurements against N, one line per backend (and causality); one row of panels per setting (D, mode, G); saved to `path` if given."
     import matplotlib.pyplot as plt
-    panels = list(dict.fromkeys((r.get("D"), r.get("mode"), r.get("H", 1) // r.get("G", r.get("H", 1))) for r in rows))
+    panels = sorted({(r.get("D"), r.get("mode"), r.get("H", 1) // r.get("G", r.get("H", 1))) for r in rows})
     n_rows, n_cols = (1, len(panels)) if len(keys) == 1 else (len(panels), len(keys))
     fig, axs = plt.subplots(n_rows, n_cols, figsize=(4.7 * n_cols if len(keys) > 1 else 4 * n_cols, 3.8 * n_rows), squeeze=False)
     lines = list(dict.fromkeys((r["backend"], r.get("causal")) for r in rows))

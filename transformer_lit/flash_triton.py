@@ -10,7 +10,7 @@ __all__ = ['LOG2E', 'SUPPORTED_DTYPES', 'MAX_HEAD_DIM', 'TUNED_CONFIGS', 'BWD_MA
            'triton_prefer']
 
 # %% ../nbs/11_flash_triton.ipynb #80630e88
-import os, math, functools
+import os, math
 import torch
 from .attention import (causal_mask, check_int, check_qkv, check_scale, kv_groups, register_backend, repeat_kv,
                                        scaled_dot_product_attention)
@@ -42,9 +42,14 @@ def _loop_sum_kernel(X, Y, n, BLOCK: tl.constexpr):
         acc += tl.load(X + start + tl.arange(0, BLOCK), mask=start + tl.arange(0, BLOCK) < n, other=0.0)
     tl.store(Y + tl.arange(0, BLOCK), acc)
 
-@functools.cache                                            # the probe runs once per process
+_LOOP_PROBE: dict = {}                                      # the probe's answer: it runs once per process
+
 def interpreter_loop_error() -> str|None:
     "None if the interpreter runs a loop to a runtime bound with the installed triton and NumPy, else the error."
+    if "error" not in _LOOP_PROBE: _LOOP_PROBE["error"] = _loop_probe()
+    return _LOOP_PROBE["error"]
+
+def _loop_probe():
     x, y = torch.arange(100.0), torch.zeros(16)
     try: _loop_sum_kernel[(1,)](x, y, 100, BLOCK=16)
     except Exception as e: return f"{type(e).__name__}: {str(e)[:200]}"
