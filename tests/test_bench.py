@@ -33,7 +33,7 @@ def test_sweep_rows_and_ratios():
     by = {(r["backend"], r["N"]): r for r in rows}
     for (name, N), r in by.items():
         assert r["note"] == "" and r["ms"] > 0 and r["peak_mib"] >= 0
-        assert r["vs_sdpa"] == pytest.approx(r["ms"] / by[("sdpa", N)]["ms"])
+        assert r["vs_ref"] == pytest.approx(r["ms"] / by[("sdpa", N)]["ms"])
         assert r["tflops"] == pytest.approx(attention_flops(1, 2, N, N, 8) / (r["ms"] * 1e-3) / 1e12)
 
 def test_backward_and_causal_flops():
@@ -65,10 +65,10 @@ def test_bad_arguments():
     assert parse_args(["--seq-lens", "8", "16", "--causal"]).seq_lens == [8, 16]
 
 def test_markdown_table():
-    rows = [dict(backend="sdpa", N=8, ms=1.0, peak_mib=0.5, tflops=0.001, vs_sdpa=1.0, note=""),
-            dict(backend="flash", N=8, ms=2.5, peak_mib=0.25, tflops=0.0004, vs_sdpa=2.5, note=""),
-            dict(backend="triton", N=8, ms=math.nan, peak_mib=math.nan, tflops=math.nan, vs_sdpa=math.nan, note="skipped: no GPU"),
-            dict(backend="triton", N=16, ms=math.nan, peak_mib=math.nan, tflops=math.nan, vs_sdpa=math.nan, note="skipped: no GPU")]
+    rows = [dict(backend="sdpa", N=8, ms=1.0, peak_mib=0.5, tflops=0.001, vs_ref=1.0, note=""),
+            dict(backend="flash", N=8, ms=2.5, peak_mib=0.25, tflops=0.0004, vs_ref=2.5, note=""),
+            dict(backend="triton", N=8, ms=math.nan, peak_mib=math.nan, tflops=math.nan, vs_ref=math.nan, note="skipped: no GPU"),
+            dict(backend="triton", N=16, ms=math.nan, peak_mib=math.nan, tflops=math.nan, vs_ref=math.nan, note="skipped: no GPU")]
     assert markdown_table(rows, "t").splitlines() == [
         "**t**", "",
         "| backend | N | median ms | peak extra MiB | TFLOP/s | time / SDPA |", "|---|---:|---:|---:|---:|---:|",
@@ -155,3 +155,254 @@ def test_cli_gqa_flag(tmp_path, monkeypatch, capsys):
     assert sum("variant" in r for r in rows) == 8                 # H=4: G = 4 and 1 (H/4 = 1), two backends, two layers
     out = capsys.readouterr().out
     assert "wrote attention_cpu_float32_fwd.md, .json, .png into --out" in out and str(tmp_path) not in out
+
+
+# ---------------------------------------------------------------- one sweep: settings, grouped heads, tokens, deadline, log
+def test_sweep_records_its_setting_and_grouped_heads():
+    rows = bench_attention([16, 32], backends=["sdpa", "math"], heads=4, head_dim=8, kv_heads=2, tokens=64, causal=True,
+                           backward=True, repeats=1, progress=False)
+    assert [(r["backend"], r["N"], r["B"]) for r in rows] == [("sdpa", 16, 4), ("math", 16, 4), ("sdpa", 32, 2), ("math", 32, 2)]
+    for r in rows:
+        assert (r["D"], r["causal"], r["mode"], r["H"], r["G"], r["ref"]) == (8, True, "fwd+bwd", 4, 2, "sdpa") and r["ms"] > 0
+        assert r["tflops"] == pytest.approx(attention_flops(r["B"], 4, r["N"], r["N"], 8, True, "fwd+bwd") / (r["ms"] * 1e-3) / 1e12)
+    with pytest.raises(ValueError, match=r"^kv_heads=3 must divide heads=4$"):
+        bench_attention([16], backends=["sdpa"], heads=4, kv_heads=3, progress=False)
+
+def test_sweep_reference_and_table_columns():
+    rows = bench_attention([16], backends=["sdpa", "flash"], heads=1, head_dim=8, reference="flash", repeats=1, progress=False)
+    assert [r["backend"] for r in rows] == ["flash", "sdpa"] and rows[0]["vs_ref"] == 1.0
+    assert rows[1]["vs_ref"] == pytest.approx(rows[1]["ms"] / rows[0]["ms"])
+    assert markdown_table(rows).splitlines()[0] == "| backend | N | median ms | peak extra MiB | TFLOP/s | time / flash |"
+    both = rows + bench_attention([16], backends=["sdpa"], heads=1, head_dim=8, causal=True, repeats=1, progress=False)
+    assert markdown_table(both).splitlines()[0].startswith("| causal | backend | N |")
+
+def test_sweep_stops_at_the_deadline():
+    "Past the deadline nothing is timed: every row says why it is empty, and each row is still logged."
+    import time
+    lines = []
+    rows = bench_attention([16, 32], backends=["sdpa", "flash"], heads=1, head_dim=8, tokens=32, deadline=time.time() - 1,
+                           log=lines.append, progress=False)
+    assert [(r["N"], r["B"]) for r in rows] == [(16, 2), (16, 2), (32, 1), (32, 1)]
+    assert all(r["note"] == "skipped: time budget spent" and math.isnan(r["ms"]) for r in rows)
+    assert lines == [f"  {b} D=8 causal=False N={n} B={B} H=1 G=1 fwd: skipped: time budget spent"
+                     for n, B in ((16, 2), (32, 1)) for b in ("sdpa", "flash")]
+
+def test_time_ms_clears_grads_and_refuses_bad_counts():
+    x = torch.ones(3, requires_grad=True)
+    time_ms(lambda: (x * 2).sum().backward(), repeats=3, warmup=2, grads=[x])
+    assert torch.equal(x.grad, torch.full((3,), 2.0))                  # one backward's gradient, not five
+    with pytest.raises(ValueError, match=r"^repeats=0 must be a positive int$"): time_ms(lambda: None, repeats=0)
+    with pytest.raises(ValueError, match=r"^warmup=-1 must be an int >= 0$"): time_ms(lambda: None, warmup=-1)
+    with pytest.raises(TypeError, match=r"^fn=3 must be callable$"): time_ms(3)
+
+@pytest.mark.parametrize("kw,exc,words", [
+    (dict(heads=0), ValueError, r"^heads=0 must be a positive int$"), (dict(head_dim=0), ValueError, r"^head_dim=0 must be a positive int$"),
+    (dict(batch=0), ValueError, r"^batch=0 must be a positive int$"), (dict(repeats=0), ValueError, r"^repeats=0 must be a positive int$"),
+    (dict(dtype=torch.int64), TypeError, r"^dtype=torch.int64 must be a floating torch.dtype$"),
+    (dict(seq_lens=[16.5]), ValueError, r"^seq_lens=\[16.5\] must be a non-empty list of positive ints$"),
+    (dict(reference="fast"), ValueError, r"^backends contains 'fast'")])
+def test_sweep_bad_arguments(kw, exc, words):
+    with pytest.raises(exc, match=words): bench_attention(**{"seq_lens": [16], "backends": ["sdpa"], "progress": False, **kw})
+
+def test_markdown_table_with_columns():
+    rows = [dict(name="a", x=1.2345, n=3), dict(name="b", x=2.0, n=12)]
+    cols = [("name", "name", ""), ("x", "x", ".2f"), ("twice n", lambda r: 2 * r["n"], "d")]
+    assert markdown_table(rows, None, cols).splitlines() == ["| name | x | twice n |", "|---|---:|---:|", "| a | 1.23 | 6 |", "| b | 2.00 | 24 |"]
+
+def test_plot_bench_panels_per_setting():
+    import matplotlib; matplotlib.use("Agg")
+    rows = bench_attention([8, 16], backends=["sdpa"], heads=4, head_dim=8, repeats=1, progress=False)
+    rows += bench_attention([8, 16], backends=["sdpa"], heads=4, head_dim=8, kv_heads=1, causal=True, repeats=1, progress=False)
+    fig = bench.plot_bench(rows, "t", keys=("tflops",))
+    assert [a.get_title() for a in fig.axes] == ["D=8, fwd", "D=8, fwd, G=H/4"]
+    assert len(bench.plot_bench(rows[:2]).axes) == 3
+
+
+# ---------------------------------------------------------------- torch.compile against eager
+def test_bench_compile_structure_and_equality():
+    "A tiny model traced by aot_eager (no code generated): three workloads, equal outputs, positive times; no speed is asserted."
+    from transformer_lit.model import TransformerConfig
+    cfg = TransformerConfig(vocab_size=32, d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.0, max_len=16)
+    rows = bench.bench_compile(cfg, batch=2, seq_len=8, repeats=1, warmup=0, backend="aot_eager")
+    assert [r["workload"] for r in rows] == ["forward", "train", "decode"]
+    for r in rows:
+        assert r["allclose"] and r["max_abs_diff"] <= 1e-5 and r["eager_ms"] > 0 and r["compiled_ms"] > 0 and r["compile_s"] > 0
+        assert r["ratio"] == pytest.approx(r["compiled_ms"] / r["eager_ms"]) and not r["fullgraph"]
+    assert bench.torch_compile_table(rows).splitlines()[0].startswith("| workload | eager ms | compiled ms | compiled / eager |")
+    with pytest.raises(ValueError, match=r"^workloads=\('eval',\) must be a non-empty subset"): bench.bench_compile(cfg, workloads=("eval",))
+    with pytest.raises(TypeError, match=r"^config must be a TransformerConfig, got dict$"): bench.bench_compile({})
+    with pytest.raises(ValueError, match=r"^seq_len=1 must be an int >= 2$"): bench.bench_compile(cfg, seq_len=1)
+
+def test_decode_step_equals_a_full_forward():
+    "decode_step on a cache of T - 1 tokens gives the last position's logits of a forward over all T tokens."
+    from transformer_lit.model import DecoderOnlyLM, TransformerConfig
+    cfg = TransformerConfig(vocab_size=32, d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0, max_len=16)
+    torch.manual_seed(0)
+    m = DecoderOnlyLM(cfg).double().eval()
+    idx, _ = bench.lm_inputs(cfg, 2, 9)
+    cache = m.new_cache(); m(idx[:, :-1], cache=cache)
+    kv = [(c.k, c.v) for c in cache.layers]
+    out = bench.decode_step(m, kv, idx[:, -1:])
+    torch.testing.assert_close(out, m(idx)[:, -1:], rtol=1e-10, atol=1e-10)
+    assert all(c.k.shape[2] == 8 for c in cache.layers)                    # the given context is left as it was
+
+
+# ---------------------------------------------------------------- the GPU check (transformer_lit.gpu_check)
+import time
+import transformer_lit.flash_triton as ft
+import transformer_lit.gpu_check as gc
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+needs_triton = pytest.mark.skipif(not ft.triton_status(DEV)[0], reason=f"triton backend unavailable: {ft.triton_status(DEV)[1]}")
+
+def timings(pivot):
+    "Long benchmark rows (one per backend) from {D, causal, N, mode, H, G, triton, sdpa_flash} milliseconds."
+    return [dict(backend=b, D=p["D"], causal=p["causal"], N=p["N"], mode=p["mode"], B=1, H=p.get("H", 16), G=p.get("G", p.get("H", 16)),
+                 ms=math.nan if p[k] is None else p[k]) for p in pivot for b, k in (("triton", "triton"), ("sdpa-flash", "sdpa_flash"))]
+
+
+def test_gpu_correctness_cases_cover_the_issue():
+    cases = gc.correctness_cases("cuda")
+    assert {c[0] for c in cases} == {torch.bfloat16, torch.float16, torch.float32}
+    assert {c[1] for c in cases} >= {64, 128} and {c[4] for c in cases} == {False, True}
+    assert {c[2] for c in cases} >= {1, 17, 113, 1023} and any(c[2] != c[3] for c in cases)
+
+
+
+def test_faster_than_flash_needs_a_win_everywhere():
+    rows = [dict(D=64, causal=True, N=n, mode=m, triton=1.0, sdpa_flash=1.5 if n == 4096 else 1.1)
+            for n in (4096, 8192) for m in ("fwd", "fwd+bwd")]
+    rows += [dict(D=128, causal=True, N=4096, mode="fwd", triton=1.0, sdpa_flash=2.0),
+             dict(D=128, causal=True, N=8192, mode="fwd", triton=None, sdpa_flash=2.0)]       # not measured: no claim
+    rows += [dict(D=64, causal=False, N=4096, mode="fwd", triton=1.0, sdpa_flash=0.99)]
+    rows = timings(rows)
+    assert gc.faster_than_flash(rows) == {(64, "bfloat16", True): 1.1}
+    assert gc.faster_than_flash(rows, "float16") == {(64, "float16", True): 1.1} and gc.faster_than_flash([]) == {}
+    grouped = timings([dict(D=64, causal=True, N=4096, mode="fwd", H=8, G=2, triton=1.0, sdpa_flash=2.0)])
+    assert gc.faster_than_flash(grouped) == {}                                      # grouped rows alone: no claim
+
+
+
+# -- compiled for Hopper without a GPU (Triton's ahead-of-time path) -----------------------------------
+
+@pytest.mark.skipif(ft.TRITON_ERROR is not None, reason="needs triton")
+def test_kernels_compile_for_hopper():
+    "The default tiles compile to sm_90a code with wgmma (16-bit), no spills and shared memory within the 227 KiB limit."
+    cases = [("fwd", torch.bfloat16, 128, True, None), ("bwd_dkdv", torch.bfloat16, 128, True, None),
+             ("bwd_dq", torch.float16, 64, False, None), ("fwd", torch.float32, 40, False, None)]
+    rows = gc.compile_report(cases)
+    assert [(r["kernel"], r["dtype"], r["D"], r["causal"]) for r in rows] == [
+        ("fwd", "bf16", 128, True), ("bwd_dkdv", "bf16", 128, True), ("bwd_dq", "fp16", 64, False), ("fwd", "fp32", 40, False)]
+    for r in rows:
+        assert r["target"] == "sm_90a" and r["spill_bytes"] == 0 and 0 < r["registers"] <= 255, r
+        assert 0 < r["shared_bytes"] <= gc.SM90_MAX_SHARED, r
+    assert all(r["wgmma"] > 0 for r in rows[:3]) and rows[3]["wgmma"] == 0      # float32 uses ieee FMA, no tensor cores
+    assert (rows[0]["BLOCK_M"], rows[0]["BLOCK_N"], rows[0]["num_warps"]) == (128, 64, 8)  # block_config's GPU choice
+    table = gc.compile_table(rows).splitlines()
+    assert len(table) == 6 and table[2].startswith("| fwd | bf16 | 128 | True | 128×64 | 8 | 3 | yes |")
+
+
+@pytest.mark.skipif(ft.TRITON_ERROR is not None, reason="needs triton")
+def test_kernels_compile_for_ampere():
+    "Compute capability 8.0 is supported too: sm_80 code with mma.sync (no wgmma), within 163 KiB of shared memory."
+    (r,) = gc.compile_report([("bwd_dq", torch.bfloat16, 128, True, None)], arch=80)
+    assert r["target"] == "sm_80" and r["wgmma"] == 0 and r["mma_sync"] > 0 and r["spill_bytes"] == 0, r
+    assert r["shared_bytes"] <= 163 * 1024
+
+
+def test_compile_kernel_refuses_interpreted_kernels(monkeypatch):
+    monkeypatch.setattr(ft, "interpreting", lambda: True)
+    with pytest.raises(RuntimeError, match=r"^the kernels are interpreted here: compile in a process started with TRITON_INTERPRET=0$"):
+        gc.compile_kernel("fwd", torch.float16, 64)
+
+# -- the GPU check script, in dry-run mode --------------------------------------------------------------
+
+@needs_triton
+def test_gpu_check_script_dry_run(tmp_path):
+    "scripts/gpu_check.sh --dry-run: the whole check in the interpreter; the table is printed last."
+    out = tmp_path / "report.json"
+    env = {**os.environ, "PYTHON": sys.executable, "MPLBACKEND": "Agg"}
+    r = subprocess.run(["bash", "scripts/gpu_check.sh", "--dry-run", "--json", str(out)], capture_output=True, text=True,
+                       env=env, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    lines = r.stdout.strip().splitlines()
+    assert "triton backend on cpu: available" in r.stdout and "correctness: 32/32 checks within bounds" in r.stdout
+    assert " G=4  causal=True  ok" in r.stdout and " G=1  causal=True  ok" in r.stdout          # G = H and G = H/4
+    assert lines[-18] == "| causal | mode | H | backend | N | median ms | peak extra MiB | TFLOP/s | time / SDPA |"
+    assert [l.split(" | ")[2:4] for l in lines[-16:]] == [["1", "sdpa"], ["1", "triton"]] * 4 + [["4", "sdpa"], ["4", "triton"]] * 4
+    assert "backward counted as 2.5x the forward (the triton backward runs 7 matmuls, not 5: 1.4x the counted work)" in r.stdout
+    rep = json.loads(out.read_text())
+    assert rep["ok"] and rep["versions"]["interpreter"] and len(rep["bench"]) == 16 and rep["triton_faster"] == {}
+    assert all(row["tflops"] > 0 and row["note"] == "" for row in rep["bench"]) and {r["G"] for r in rep["bench"]} == {1}
+    shown = subprocess.run([sys.executable, "-m", "transformer_lit.gpu_check", "show", str(out)], capture_output=True,
+                           text=True, env=env, cwd=ROOT, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip().splitlines()[-18:] == lines[-18:] and shown.stdout.startswith("goals (measured, not asserted):")
+    import matplotlib; matplotlib.use("Agg")
+    fig = bench.plot_bench(rep["bench"], "dry run", keys=("tflops",))
+    assert [a.get_title() for a in fig.axes] == ["D=32, fwd", "D=32, fwd, G=H/4", "D=32, fwd+bwd", "D=32, fwd+bwd, G=H/4"]
+
+
+def test_main_rejects_bad_command_lines(capsys):
+    for argv in (["bench"], ["show"], ["check", "report.json"]):
+        with pytest.raises(SystemExit): gc.main(argv)
+    err = capsys.readouterr().err
+    assert "show needs the path of a JSON report" in err and "check takes no path (got 'report.json')" in err
+
+
+def test_benchmark_kernels_is_the_sweep_over_the_settings():
+    "The check's benchmark is bench_attention at each (D, causal, mode): B = tokens / N, H = width / D, G = H / n_rep."
+    lines = []
+    rows = gc.benchmark_kernels("cpu", dtype=torch.float32, head_dims=(8,), lengths=(16, 32), causals=(False,), modes=("fwd",),
+                                tokens=32, width=16, n_rep=2, deadline=time.time() - 1, log=lines.append)
+    assert [(r["backend"], r["N"], r["B"], r["H"], r["G"]) for r in rows] == [
+        (b, n, B, 2, 1) for n, B in ((16, 2), (32, 1)) for b in ("sdpa", "triton")]
+    assert all(r["note"] == "skipped: time budget spent" for r in rows) and len(lines) == 4
+    assert gc.check_backends("cuda") == (("triton", "sdpa-flash", "sdpa-cudnn"), "sdpa-flash")
+
+def test_goals_from_long_rows():
+    pivot = [dict(D=128, causal=c, N=4096, mode=m, triton=t, sdpa_flash=f)
+             for c, m, t, f in ((False, "fwd", 1.0, 1.2), (False, "fwd+bwd", 3.0, 3.6), (True, "fwd", 0.6, 0.7), (True, "fwd+bwd", 2.0, 2.1))]
+    rows = timings(pivot)
+    for r in rows: r["tflops"] = 100.0 / r["ms"]
+    g = gc.goals(rows, matmul_tflops=500.0, memory=dict(ratio=1.02))
+    assert g == ["forward / SDPA FLASH at N>=4k: min 1.17x, max 1.20x (goal >= 1.0x)",
+                 "forward D=128 non-causal: 100-100 TFLOP/s = 20%-20% of the 500 TFLOP/s matmul (goal >= 40%)",
+                 "causal / non-causal forward TFLOP/s at N>=4k: min 1.67 (goal >= 0.85)",
+                 "backward speed / SDPA FLASH backward at N>=4k: min 1.00x (goal >= 0.7x)",
+                 "forward peak memory at N=16k: 1.020x the bytes of Q, K, V, O and lse (goal <= 1.1x)"]
+
+
+@needs_triton
+def test_run_check_goes_on_after_a_failing_step(monkeypatch, tmp_path):
+    "A step that raises is logged and recorded; the later steps run, the JSON is written, the table is last, ok is False."
+    monkeypatch.setattr(gc, "correctness_cases", lambda device, quick=False: [(torch.float32, 16, 17, 17, True, 4)])
+    def broken(*a, **k): raise RuntimeError("boom")
+    monkeypatch.setattr(gc, "benchmark_kernels", broken)
+    lines, path = [], tmp_path / "r.json"
+    rep = gc.run_check(dry_run=True, json_path=str(path), log=lines.append)
+    assert rep["errors"] == {"benchmark": "RuntimeError: boom", "benchmark GQA": "RuntimeError: boom"} and not rep["ok"]
+    assert rep["correctness_ok"] and len(rep["correctness"]) == 4 and rep["bench"] == []
+    assert any(l.startswith("benchmark FAILED, continuing:") and "RuntimeError: boom" in l for l in lines)
+    text = lines[-1]
+    assert "errors:\n  benchmark: RuntimeError: boom\n  benchmark GQA: RuntimeError: boom" in text
+    assert text.endswith("| backend | N | median ms | peak extra MiB | TFLOP/s | time / SDPA |\n|---|---:|---:|---:|---:|---:|\n")
+    assert json.loads(path.read_text())["errors"] == {"benchmark": "RuntimeError: boom", "benchmark GQA": "RuntimeError: boom"}
+
+
+
+def test_gpu_correctness_cases_cover_gqa():
+    for dev in ("cuda", "cpu"):
+        cases = gc.correctness_cases(dev) + gc.correctness_cases(dev, quick=True)
+        assert {c[5] for c in cases} == {1, 4}                                    # G = H and G = H/4
+        assert all(len(c) == 6 for c in cases)
+    assert sum(c[5] == 4 for c in gc.correctness_cases("cuda")) == len(gc.correctness_cases("cuda")) // 2
+
+
+def test_gpu_check_script_parses_and_has_help():
+    assert subprocess.run(["bash", "-n", "scripts/gpu_check.sh"], cwd=ROOT).returncode == 0
+    r = subprocess.run(["bash", "scripts/gpu_check.sh", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                       env={**os.environ, "PYTHON": sys.executable})
+    assert r.returncode == 0 and "usage: python -m transformer_lit.gpu_check" in r.stdout and "--dry-run" in r.stdout
+
+

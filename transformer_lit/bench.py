@@ -4,30 +4,39 @@
 
 # %% ../nbs/12_benchmarks.ipynb #ed658742
 from __future__ import annotations
-import argparse, json, math, os, statistics, sys, time
+import argparse, copy, json, math, os, statistics, sys, time
 from pathlib import Path
 import torch
 import torch.nn.functional as F
-from .attention import attention_backends, backend_names, causal_mask, choose_backend
+from .attention import attention_backends, backend_names, causal_mask, check_int, choose_backend
 from .flash import attention_flops, peak_memory
+from .model import DecoderCache, DecoderOnlyLM, TransformerConfig
 from .multihead import KVCache, MultiHeadAttention
 
 # %% auto #0
-__all__ = ['SDPA_KERNELS', 'DTYPES', 'time_ms', 'bench_backends', 'available_bytes', 'math_bytes', 'bench_attention',
-           'markdown_table', 'plot_bench', 'bench_mha', 'mha_table', 'repeated_kv_layer', 'bench_gqa', 'gqa_table',
-           'parse_args', 'main']
+__all__ = ['SDPA_KERNELS', 'SETTINGS', 'PLOT_LABELS', 'DTYPES', 'time_ms', 'bench_backends', 'available_bytes', 'math_bytes',
+           'bench_attention', 'attention_columns', 'markdown_table', 'plot_bench', 'bench_mha', 'mha_table',
+           'repeated_kv_layer', 'bench_gqa', 'gqa_table', 'parse_args', 'main', 'lm_inputs', 'decode_step',
+           'bench_compile', 'torch_compile_table']
 
 # %% ../nbs/12_benchmarks.ipynb #071bd046
 def time_ms(fn, # called with no arguments
             device="cpu", # where fn's work runs
             repeats: int=5, # timed runs; the median is returned
             warmup: int=1, # untimed runs first
+            grads=(), # tensors whose .grad is set to None before every run (a backward would accumulate into it)
            ) -> float:
     "Median milliseconds of `fn()`: CUDA events on a GPU, `time.perf_counter` on a CPU."
-    device = torch.device(device)
-    for _ in range(warmup): fn()
+    if not callable(fn): raise TypeError(f"fn={fn!r} must be callable")
+    repeats, warmup = check_int("repeats", repeats), check_int("warmup", warmup, 0)
+    device, grads = torch.device(device), list(grads)
+    def run():
+        for t in grads: t.grad = None
+        fn()
+    for _ in range(warmup): run()
     times = []
     for _ in range(repeats):
+        for t in grads: t.grad = None
         if device.type == "cuda":
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record(); fn(); end.record(); torch.cuda.synchronize(device)
@@ -40,11 +49,12 @@ def time_ms(fn, # called with no arguments
 SDPA_KERNELS = {"sdpa-flash": "FLASH_ATTENTION", "sdpa-efficient": "EFFICIENT_ATTENTION", "sdpa-cudnn": "CUDNN_ATTENTION"}
 
 def _forced_sdpa(kernel):
-    "F.scaled_dot_product_attention restricted to one of its fused kernels (CUDA)."
+    "F.scaled_dot_product_attention restricted to one of its fused kernels (CUDA); k, v may have fewer heads than q."
     from torch.nn.attention import sdpa_kernel, SDPBackend
     be = getattr(SDPBackend, kernel)
     def run(q, k, v, is_causal=False, **kwargs):
-        with sdpa_kernel(be): return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+        with sdpa_kernel(be):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, enable_gqa=k.shape[-3] != q.shape[-3])
     return run
 
 def _triton_status(device):
@@ -92,6 +102,14 @@ def _run(fn, q, k, v, causal, do):
     if do is not None: out.backward(do)
     return out
 
+def _fmt(x, spec):
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+def _log_line(r) -> str:
+    "One finished row of `bench_attention` as a log line."
+    what = r["note"] or f"{_fmt(r['ms'], '.3f')} ms, {_fmt(r['tflops'], '.3g')} TFLOP/s"
+    return f"  {r['backend']} D={r['D']} causal={r['causal']} N={r['N']} B={r['B']} H={r['H']} G={r['G']} {r['mode']}: {what}"
+
 def bench_attention(seq_lens=(256, 512, 1024), # the lengths N (Lq = Lk = N)
                     backends=None, # names to run; default every backend in `bench_backends`
                     batch: int=1, heads: int=8, head_dim: int=64, # the input shape (B, H, N, D)
@@ -101,86 +119,130 @@ def bench_attention(seq_lens=(256, 512, 1024), # the lengths N (Lq = Lk = N)
                     repeats: int=3, warmup: int=1, # timed runs (median) and untimed warm-up runs
                     interpreter_max_len: int=128, # longest N for the Triton interpreter (CPU)
                     progress: bool=True, # show a tqdm progress bar
+                    kv_heads: int|None=None, # G key/value heads (dividing heads) for k and v; default heads
+                    tokens: int|None=None, # if given, the batch at length N is max(1, tokens // N) instead of `batch`
+                    reference: str="sdpa", # the backend run first at each N; `vs_ref` is time / its time
+                    deadline: float|None=None, # time.time() after which nothing more is timed (rows say so)
+                    log=None, # called with one line per finished row
                    ) -> list[dict]:
-    "One row per (backend, N): median ms, peak extra MiB, TFLOP/s, time / SDPA's time, and a note."
+    "One row per (backend, N): the setting, median ms, peak extra MiB, TFLOP/s, time / the reference's time, and a note."
     device = torch.device(device)
+    for name, val in (("batch", batch), ("heads", heads), ("head_dim", head_dim), ("repeats", repeats)): check_int(name, val)
+    check_int("warmup", warmup, 0); check_int("tokens", tokens, allow_none=True)
+    G = check_int("kv_heads", kv_heads, allow_none=True) or heads
+    if heads % G: raise ValueError(f"kv_heads={G} must divide heads={heads}")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point: raise TypeError(f"dtype={dtype!r} must be a floating torch.dtype")
     found = bench_backends(device)
     names = list(found) if backends is None else list(backends)
-    for n in names:
+    for n in names + [reference]:
         if n not in found: raise ValueError(f"backends contains {n!r}; the names are {list(found)}")
-    if "sdpa" in names: names = ["sdpa"] + [n for n in names if n != "sdpa"]  # the reference runs first
-    seq_lens = [int(n) for n in seq_lens]
-    if not seq_lens or min(seq_lens) < 1: raise ValueError(f"seq_lens={seq_lens} must be a non-empty list of positive ints")
+    if reference in names: names = [reference] + [n for n in names if n != reference]  # the reference runs first
+    seq_lens = list(seq_lens)
+    if not seq_lens or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in seq_lens):
+        raise ValueError(f"seq_lens={seq_lens} must be a non-empty list of positive ints")
     mode = "fwd+bwd" if backward else "fwd"
     rows, jobs = [], [(n, name) for n in seq_lens for name in names]
     if progress:
         from tqdm.auto import tqdm
         jobs = tqdm(jobs, desc=f"attention {mode} on {device.type}", leave=False)
-    inputs, sdpa_ms = {}, {}
+    inputs, ref_ms = {}, {}
     for N, name in jobs:
+        B = max(1, tokens // N) if tokens else batch
         if N not in inputs:
             inputs.clear(); g = torch.Generator(device=device).manual_seed(0)
-            qkv = [torch.randn(batch, heads, N, head_dim, generator=g, device=device, dtype=dtype) for _ in range(3)]
-            inputs[N] = ([t.requires_grad_(backward) for t in qkv], torch.randn_like(qkv[0]) if backward else None)
+            q = torch.randn(B, heads, N, head_dim, generator=g, device=device, dtype=dtype)                  # (B, H, N, D)
+            k, v = (torch.randn(B, G, N, head_dim, generator=g, device=device, dtype=dtype) for _ in range(2))  # (B, G, N, D)
+            inputs[N] = ([t.requires_grad_(backward) for t in (q, k, v)], torch.randn_like(q) if backward else None)
         (q, k, v), do = inputs[N]
-        row = dict(backend=name, N=N, ms=math.nan, peak_mib=math.nan, tflops=math.nan, vs_sdpa=math.nan, note="")
+        row = dict(backend=name, N=N, D=head_dim, causal=bool(causal), mode=mode, B=B, H=heads, G=G,
+                   ms=math.nan, peak_mib=math.nan, tflops=math.nan, vs_ref=math.nan, ref=reference, note="")
         rows.append(row)
         fn, why = found[name]
-        if fn is None: row["note"] = f"skipped: {why}"; continue
-        if name == "triton" and device.type == "cpu" and N > interpreter_max_len:
-            row["note"] = f"skipped: Triton interpreter, timed only for N <= interpreter_max_len={interpreter_max_len}"; continue
-        need = math_bytes(batch, heads, N, N, dtype, backward)
-        if name == "math" and need > available_bytes(device) / 2:
+        need = math_bytes(B, heads, N, N, dtype, backward)
+        if deadline is not None and time.time() > deadline: row["note"] = "skipped: time budget spent"
+        elif fn is None: row["note"] = f"skipped: {why}"
+        elif name == "triton" and device.type == "cpu" and N > interpreter_max_len:
+            row["note"] = f"skipped: Triton interpreter, timed only for N <= interpreter_max_len={interpreter_max_len}"
+        elif name == "math" and need > available_bytes(device) / 2:
             row["note"] = f"skipped: needs ~{need / 2 ** 30:.1f} GiB, over half of the {available_bytes(device) / 2 ** 30:.1f} GiB available"
-            continue
-        try:
-            _, extra = peak_memory(_run, fn, q, k, v, causal, do, device=device)
-            row["ms"] = time_ms(lambda: _run(fn, q, k, v, causal, do), device, repeats, warmup)
-        except Exception as e:                                      # out of memory, unsupported input, ...
-            row["note"] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:100]}"; continue
-        finally:
-            for t in (q, k, v): t.grad = None
-        row["peak_mib"] = extra / 2 ** 20
-        row["tflops"] = attention_flops(batch, heads, N, N, head_dim, causal, mode) / (row["ms"] * 1e-3) / 1e12
-        if name == "sdpa": sdpa_ms[N] = row["ms"]
-        row["vs_sdpa"] = row["ms"] / sdpa_ms[N] if N in sdpa_ms else math.nan
+        else:
+            try:
+                _, extra = peak_memory(_run, fn, q, k, v, causal, do, device=device)
+                row["ms"] = time_ms(lambda: _run(fn, q, k, v, causal, do), device, repeats, warmup, grads=(q, k, v))
+                row["peak_mib"] = extra / 2 ** 20
+                row["tflops"] = attention_flops(B, heads, N, N, head_dim, causal, mode) / (row["ms"] * 1e-3) / 1e12
+                if name == reference: ref_ms[N] = row["ms"]
+                row["vs_ref"] = row["ms"] / ref_ms[N] if N in ref_ms else math.nan
+            except Exception as e:                                      # out of memory, unsupported input, ...
+                row["note"] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:100]}"
+            finally:
+                for t in (q, k, v): t.grad = None
+        if log: log(_log_line(row))
     return rows
 
-# %% ../nbs/12_benchmarks.ipynb #19699e9e
-def _fmt(x, spec):
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
-def markdown_table(rows: list[dict], # from `bench_attention`
+# %% ../nbs/12_benchmarks.ipynb #19699e9e
+SETTINGS = ("D", "causal", "mode", "B", "H", "G")      # what a sweep row was measured at, besides the backend and N
+
+def _varying(rows, keys=SETTINGS) -> list[str]:
+    "The keys among `keys` that take more than one value across the rows."
+    return [k for k in keys if len({r.get(k) for r in rows}) > 1]
+
+def attention_columns(rows: list[dict]) -> list[tuple]:
+    "The columns of a `bench_attention` table: the settings that vary across the rows, then the measurements."
+    ref = rows[0].get("ref", "sdpa") if rows else "sdpa"
+    return ([(k, k, "") for k in _varying(rows)] + [("backend", "backend", ""), ("N", "N", "d"), ("median ms", "ms", ".2f"),
+            ("peak extra MiB", "peak_mib", ".1f"), ("TFLOP/s", "tflops", ".4f"),
+            ("time / SDPA" if ref == "sdpa" else f"time / {ref}", "vs_ref", ".2f")])
+
+def markdown_table(rows: list[dict], # from `bench_attention`, or any rows with `columns`
                    title: str|None=None, # a heading line above the table
+                   columns: list[tuple]|None=None, # (header, key or function of a row, format spec: "" for text); default `attention_columns`
                   ) -> str:
-    "The rows as a markdown table; skipped and failed runs are listed under it with their reasons."
+    "The rows as a markdown table; rows with a note (skipped or failed runs) are listed under it with their reasons."
+    cols = attention_columns(rows) if columns is None else columns
+    cell = lambda r, key, spec: _fmt(key(r) if callable(key) else r[key], spec)
     lines = [f"**{title}**", ""] if title else []
-    lines += ["| backend | N | median ms | peak extra MiB | TFLOP/s | time / SDPA |", "|---|---:|---:|---:|---:|---:|"]
-    notes = {}
+    lines += ["| " + " | ".join(h for h, _, _ in cols) + " |", "|" + "|".join("---:" if spec else "---" for _, _, spec in cols) + "|"]
+    notes, varying = {}, _varying(rows)
     for r in rows:
-        if r["note"]: notes.setdefault((r["backend"], r["note"]), []).append(r["N"])
-        if math.isnan(r["ms"]): continue
-        lines.append(f"| {r['backend']} | {r['N']} | {_fmt(r['ms'], '.2f')} | {_fmt(r['peak_mib'], '.1f')} | "
-                     f"{_fmt(r['tflops'], '.4f')} | {_fmt(r['vs_sdpa'], '.2f')} |")
-    if notes: lines += [""] + [f"- {b} (N={', '.join(map(str, ns))}): {note}" for (b, note), ns in notes.items()]
+        if r.get("note"):
+            label = " ".join([r["backend"]] + [f"{k}={r.get(k)}" for k in varying])
+            notes.setdefault((label, r["note"]), []).append(r["N"]); continue
+        lines.append("| " + " | ".join(cell(r, key, spec) for _, key, spec in cols) + " |")
+    if notes: lines += [""] + [f"- {label} (N={', '.join(map(str, ns))}): {note}" for (label, note), ns in notes.items()]
     return "\n".join(lines) + "\n"
 
+
 # %% ../nbs/12_benchmarks.ipynb #99fb4501
-def plot_bench(rows: list[dict], title: str="", path=None):
-    "Median time, peak extra memory and TFLOP/s against N, one line per backend; saved to `path` if given."
+PLOT_LABELS = {"ms": "median time (ms)", "peak_mib": "peak extra memory (MiB)", "tflops": "achieved TFLOP/s"}
+
+def plot_bench(rows: list[dict], title: str="", path=None,
+               keys=("ms", "peak_mib", "tflops"), # the measurements to plot, one panel each
+              ):
+    "Measurements against N, one line per backend (and causality); one row of panels per setting (D, mode, G); saved to `path` if given."
     import matplotlib.pyplot as plt
-    fig, axs = plt.subplots(1, 3, figsize=(14, 3.8))
-    for i, name in enumerate(dict.fromkeys(r["backend"] for r in rows)):
-        pts = [r for r in rows if r["backend"] == name and not math.isnan(r["ms"])]
-        if not pts: continue
-        Ns = [r["N"] for r in pts]
-        for ax, key in zip(axs, ("ms", "peak_mib", "tflops")):
-            ax.plot(Ns, [max(r[key], 1e-3) if key == "peak_mib" else r[key] for r in pts], "o-", c=f"C{i}", label=name)
-    for ax, lab in zip(axs, ("median time (ms)", "peak extra memory (MiB)", "achieved TFLOP/s")):
-        ax.set_xscale("log", base=2); ax.set_yscale("log"); ax.set_xlabel("sequence length N"); ax.set_ylabel(lab)
-    axs[0].legend(fontsize=8); fig.suptitle(title); fig.tight_layout()
+    panels = sorted({(r.get("D"), r.get("mode"), r.get("H", 1) // r.get("G", r.get("H", 1))) for r in rows})
+    n_rows, n_cols = (1, len(panels)) if len(keys) == 1 else (len(panels), len(keys))
+    fig, axs = plt.subplots(n_rows, n_cols, figsize=(4.7 * n_cols if len(keys) > 1 else 4 * n_cols, 3.8 * n_rows), squeeze=False)
+    lines = list(dict.fromkeys((r["backend"], r.get("causal")) for r in rows))
+    two_causal = len({c for _, c in lines}) > 1
+    for p, (d, mode, n_rep) in enumerate(panels):
+        for j, key in enumerate(keys):
+            ax = axs[0, p] if len(keys) == 1 else axs[p, j]
+            for i, (name, causal) in enumerate(lines):
+                pts = [r for r in rows if (r["backend"], r.get("causal")) == (name, causal) and not math.isnan(r["ms"])
+                       and (r.get("D"), r.get("mode"), r.get("H", 1) // r.get("G", r.get("H", 1))) == (d, mode, n_rep)]
+                if pts: ax.plot([r["N"] for r in pts], [max(r[key], 1e-3) if key == "peak_mib" else r[key] for r in pts],
+                                "--" if two_causal and causal else "-", marker="o", ms=3, c=f"C{i % 10}",
+                                label=name + (" causal" if two_causal and causal else ""))
+            ax.set_xscale("log", base=2); ax.set_yscale("log"); ax.set_xlabel("sequence length N"); ax.set_ylabel(PLOT_LABELS.get(key, key))
+            if len(panels) > 1: ax.set_title(f"D={d}, {mode}" + (f", G=H/{n_rep}" if n_rep > 1 else ""), fontsize=9)
+            if j == 0: ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9 if len(panels) > 1 else None); fig.tight_layout()
     if path is not None: fig.savefig(path, dpi=120)
     return fig
+
 
 # %% ../nbs/12_benchmarks.ipynb #45fab198
 def bench_mha(batch: int=4, seq_len: int=1024, d_model: int=512, n_heads: int=8, # the layer and input shape
@@ -210,10 +272,8 @@ def bench_mha(batch: int=4, seq_len: int=1024, d_model: int=512, n_heads: int=8,
 
 def mha_table(rows: list[dict], title: str|None=None) -> str:
     "The rows of `bench_mha` as a markdown table."
-    lines = [f"**{title}**", ""] if title else []
-    lines += ["| module | median ms (fwd+bwd) | peak extra MiB | time / torch |", "|---|---:|---:|---:|"]
-    lines += [f"| {r['module']} | {r['ms']:.2f} | {_fmt(r['peak_mib'], '.1f')} | {r['vs_torch']:.2f} |" for r in rows]
-    return "\n".join(lines) + "\n"
+    return markdown_table(rows, title, [("module", "module", ""), ("median ms (fwd+bwd)", "ms", ".2f"),
+                                        ("peak extra MiB", "peak_mib", ".1f"), ("time / torch", "vs_torch", ".2f")])
 
 # %% ../nbs/12_benchmarks.ipynb #01fb02bf
 def repeated_kv_layer(layer: MultiHeadAttention, # a grouped-query layer (fused self-attention projections)
@@ -283,12 +343,10 @@ def bench_gqa(batch: int=4, context: int=1024, d_model: int=512, n_heads: int=8,
 
 def gqa_table(rows: list[dict], title: str|None=None) -> str:
     "The rows of `bench_gqa` as a markdown table."
-    lines = [f"**{title}**", ""] if title else []
-    lines += ["| backend | G (kv heads) | layer | cached heads | cache bytes | step median ms | time / repeated | cache / repeated | max abs diff |",
-              "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['backend']} | {r['G']} | {r['variant']} | {r['cache_heads']} | {r['cache_bytes']:,} | {r['ms']:.3f} | "
-              f"{r['vs_repeated_ms']:.2f} | {r['vs_repeated_bytes']:.3f} | {r['max_abs_diff']:.1e} |" for r in rows]
-    return "\n".join(lines) + "\n"
+    return markdown_table(rows, title, [("backend", "backend", ""), ("G (kv heads)", "G", "d"), ("layer", "variant", ""),
+                                        ("cached heads", "cache_heads", "d"), ("cache bytes", "cache_bytes", ","),
+                                        ("step median ms", "ms", ".3f"), ("time / repeated", "vs_repeated_ms", ".2f"),
+                                        ("cache / repeated", "vs_repeated_bytes", ".3f"), ("max abs diff", "max_abs_diff", ".1e")])
 
 
 # %% ../nbs/12_benchmarks.ipynb #152f0c40
@@ -354,3 +412,83 @@ def main(argv=None):
 # %% ../nbs/12_benchmarks.ipynb #85d98ca7
 #| eval: false
 if __name__ == "__main__" and "ipykernel" not in sys.modules: main()  # `python -m transformer_lit.bench`
+
+# %% ../nbs/12_benchmarks.ipynb #c0a1e002
+def lm_inputs(config, batch: int, seq_len: int, device="cpu", seed: int=0):
+    "Seeded token ids (B, T) and next-token targets (B, T) for a language model of `config`."
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, config.vocab_size, (batch, seq_len + 1), generator=g).to(device)   # (B, T+1)
+    return ids[:, :-1], ids[:, 1:]
+
+def decode_step(model, # a DecoderOnlyLM (eager or compiled)
+                kv, # [(k, v)] per layer: the cached context's keys and values (B, G, T, D)
+                idx, # (B, 1) the new token
+               ):
+    "One cached decoding step: a fresh cache holding `kv` (so every call sees the same context), then one new token's logits."
+    cache = DecoderCache(len(kv))
+    for c, (k, v) in zip(cache.layers, kv): c.k, c.v = k, v
+    return model(idx, cache=cache)                                       # (B, 1, V); the cache grows by one
+
+def _train_step(model, opt, idx, targets):
+    "One training step: forward with the loss, backward, optimizer step; returns the loss."
+    opt.zero_grad(set_to_none=True)
+    _, loss = model(idx, targets)
+    loss.backward()
+    opt.step()
+    return loss.detach()
+
+def bench_compile(config=None, # a TransformerConfig; default B8 T256 d256 L4 (vocab 1024, 4 heads, d_ff 1024, dropout 0)
+                  batch: int=8, seq_len: int=256, # the training and evaluation input (B, T); the decoding context is T - 1 tokens
+                  workloads=("forward", "train", "decode"),
+                  repeats: int=5, warmup: int=2, # timed runs (median) and untimed runs after the compiling call
+                  fullgraph: bool=False, # torch.compile's fullgraph (True fails where the model still breaks its graph)
+                  backend: str="inductor", # torch.compile's backend ("aot_eager" traces without generating code: fast, for tests)
+                  device="cpu", seed: int=0,
+                 ) -> list[dict]:
+    "torch.compile against eager for a DecoderOnlyLM: eval forward, training step, cached decoding step; median ms, ratio, compile time, equality."
+    if config is None: config = TransformerConfig(vocab_size=1024, d_model=256, n_heads=4, n_layers=4, d_ff=1024, dropout=0.0, max_len=512)
+    if not isinstance(config, TransformerConfig): raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
+    batch, seq_len, repeats = check_int("batch", batch), check_int("seq_len", seq_len, 2), check_int("repeats", repeats)
+    check_int("warmup", warmup, 0)
+    bad = [w for w in workloads if w not in ("forward", "train", "decode")]
+    if bad or not workloads: raise ValueError(f"workloads={tuple(workloads)} must be a non-empty subset of ('forward', 'train', 'decode')")
+    device = torch.device(device)
+    torch.manual_seed(seed)
+    eager = DecoderOnlyLM(config).to(device).eval()
+    idx, targets = lm_inputs(config, batch, seq_len, device, seed)
+    prefill = eager.new_cache()
+    with torch.no_grad(): eager(idx[:, :-1], cache=prefill)           # the decoding context: T - 1 tokens' keys and values
+    kv = [(c.k, c.v) for c in prefill.layers]
+    rows = []
+    for w in workloads:
+        compiled = torch.compile(copy.deepcopy(eager), fullgraph=fullgraph, backend=backend)   # the same weights, compiled
+        run_e, run_c = (_workload(w, m, idx, targets, kv) for m in (eager, compiled))
+        out_e = run_e()
+        t = time.perf_counter(); out_c = run_c(); compile_s = time.perf_counter() - t   # the first call compiles
+        diff = (out_c - out_e).abs().max().item()
+        same = torch.allclose(out_c, out_e, rtol=1e-4, atol=1e-5)
+        if w == "train":                                            # one step from the same weights: the same new weights
+            p_diff = max((a - b).abs().max().item() for a, b in zip(eager.parameters(), compiled.parameters()))
+            diff, same = max(diff, p_diff), same and p_diff <= 1e-5
+        eager_ms, compiled_ms = (time_ms(r, device, repeats, warmup) for r in (run_e, run_c))
+        rows.append(dict(workload=w, eager_ms=eager_ms, compiled_ms=compiled_ms, ratio=compiled_ms / eager_ms, compile_s=compile_s,
+                         max_abs_diff=diff, allclose=bool(same), fullgraph=fullgraph, backend=backend))
+    eager.eval()
+    return rows
+
+def _workload(name, model, idx, targets, kv):
+    "The zero-argument function timed for workload `name` on `model` (eager or compiled)."
+    if name == "train":
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        return lambda: _train_step(model, opt, idx, targets)
+    model.eval()
+    if name == "forward": return torch.no_grad()(lambda: model(idx))
+    return torch.no_grad()(lambda: decode_step(model, kv, idx[:, -1:]))
+
+def torch_compile_table(rows: list[dict], title: str|None=None) -> str:
+    "The rows of `bench_compile` as a markdown table."
+    return markdown_table(rows, title, [("workload", "workload", ""), ("eager ms", "eager_ms", ".2f"), ("compiled ms", "compiled_ms", ".2f"),
+                                        ("compiled / eager", "ratio", ".2f"), ("first compiled call s", "compile_s", ".1f"),
+                                        ("max abs diff", "max_abs_diff", ".1e"), ("allclose", "allclose", "")])
+
