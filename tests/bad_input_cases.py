@@ -1655,8 +1655,6 @@ L("model.check_tokens.B0", "model.check_tokens", lambda: model.check_tokens(torc
 L("model.check_tokens.int32", "model.check_tokens", lambda: model.check_tokens(ids(dtype=torch.int32), V) or torch.zeros(1, 3), shape_is(1, 3))
 L("model.DecoderOnlyLM.B0", "model.DecoderOnlyLM", lambda: lm()(torch.zeros(0, 3, dtype=torch.long)), shape_is(0, 3, V))
 L("model.DecoderOnlyLM.T1", "model.DecoderOnlyLM", lambda: lm()(ids(Tn=1)), shape_is(1, 1, V))
-L("model.DecoderOnlyLM.B0_loss", "model.DecoderOnlyLM", lambda: lm()(torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, 3, dtype=torch.long))[0],
-  shape_is(0, 3, V))
 L("model.DecoderOnlyLM.some_ignored_targets", "model.DecoderOnlyLM", lambda: lm()(ids(), torch.tensor([[1, -100, 2]]))[1], shape_is())
 L("model.DecoderOnlyLM.float64", "model.DecoderOnlyLM", lambda: model.DecoderOnlyLM(cfg(positional="rope")).double()(ids()), shape_is(1, 3, V))
 L("model.DecoderOnlyLM.gqa_G1", "model.DecoderOnlyLM", lambda: model.DecoderOnlyLM(cfg(n_kv_heads=1)).eval()(ids()), shape_is(1, 3, V))
