@@ -1667,3 +1667,21 @@ L("model.sample_next.greedy_B0", "model.sample_next", lambda: model.sample_next(
 L("model.sample_next.one_finite", "model.sample_next", lambda: model.sample_next(torch.tensor([[-INF, 0.0, -INF]])), shape_is(1))
 L("model.lm_loss.some_ignored", "model.lm_loss", lambda: model.lm_loss(T(1, 3, V), torch.tensor([[1, -100, 2]])), shape_is())
 L("model.lm_loss.float64", "model.lm_loss", lambda: model.lm_loss(T(1, 3, V, dtype=torch.float64), torch.tensor([[1, 2, 3]])), shape_is())
+
+# -- decoding from a model whose logits are NaN (a diverged model): a clear error, never token 0 or a multinomial crash
+def nan_model(cls):
+    "A tiny model of class `cls` whose token embedding is NaN, so every logit is NaN."
+    torch.manual_seed(0)
+    m = cls(cfg()).eval()
+    with torch.no_grad(): m.lm_head.weight.fill_(NAN)
+    return m
+R("model.DecoderOnlyLM.generate.greedy.nan_logits", LM + ".generate:greedy", ValueError, ["logits row 0", "NaN"],
+  lambda: nan_model(model.DecoderOnlyLM).generate(ids(), 2, greedy=True))
+R("model.DecoderOnlyLM.generate.temperature.nan_logits", LM + ".generate:temperature", ValueError, ["logits row 0", "NaN"],
+  lambda: nan_model(model.DecoderOnlyLM).generate(ids(), 2, temperature=0.7))
+R("model.DecoderOnlyLM.beam_search.idx.nan_logits", LM + ".beam_search:idx", ValueError, ["row 0", "NaN"],
+  lambda: nan_model(model.DecoderOnlyLM).beam_search(ids(), 2, 2))
+R("model.Transformer.generate.greedy.nan_logits", TR + ".generate:greedy", ValueError, ["logits row 0", "NaN"],
+  lambda: nan_model(model.Transformer).generate(ids(), 2, 1, greedy=True))
+R("model.Transformer.beam_search.src.nan_logits", TR + ".beam_search:src", ValueError, ["row 0", "NaN"],
+  lambda: nan_model(model.Transformer).beam_search(ids(), 2, 1, 2))

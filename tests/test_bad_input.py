@@ -10,7 +10,7 @@ Three kinds of tests:
   `test_every_parameter_is_covered`; `test_coverage_notices_additions` checks that by adding a fake function
   and a fake parameter (the experiment is run on every test run, not only once by hand).
 """
-import importlib, inspect, os, sys, tempfile
+import importlib, inspect, sys
 from pathlib import Path
 
 import pytest
@@ -24,12 +24,11 @@ MODULES = ("attention scaling norm ffn positional masks multihead blocks model t
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _setup():
-    "A temporary directory for the checkpoint rows, one torch thread (tiny tensors), no figure left open."
+def _setup(tmp_path_factory):
+    "A pytest temporary directory for the checkpoint rows (files are made there by the rows), one torch thread (tiny tensors)."
     threads = torch.get_num_threads(); torch.set_num_threads(1)
-    with tempfile.TemporaryDirectory() as d:
-        cases.TMP[:] = [d]
-        yield
+    cases.TMP[:] = [str(tmp_path_factory.mktemp("bad_input"))]
+    yield
     torch.set_num_threads(threads)
 
 
