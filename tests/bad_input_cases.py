@@ -22,10 +22,10 @@ from transformer_lit import (attention, scaling, norm, ffn, positional, masks, m
 
 Row = namedtuple("Row", "id target call exc words")
 Legal = namedtuple("Legal", "id target call check")
-TV = (TypeError, ValueError)
+TV = (TypeError, ValueError)      # for kinds where either is a fair answer (a string where a number is expected)
 def NAMED(n):
     "The argument's name as a message may spell it: 'x must ...', 'x=...', 'x has ...', 'x is ...'."
-    return (f"{n} must", f"{n}=", f"{n} has", f"{n} is", f"{n}.dtype=", f"{n}.shape=")      # for kinds where either is a fair answer (a string where a number is expected)
+    return (f"{n} must", f"{n}=", f"{n} has", f"{n} is", f"{n}.dtype=", f"{n}.shape=")
 INF, NAN = float("inf"), float("nan")
 
 ROWS: list = []
