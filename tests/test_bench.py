@@ -406,3 +406,13 @@ def test_gpu_check_script_parses_and_has_help():
     assert r.returncode == 0 and "usage: python -m transformer_lit.gpu_check" in r.stdout and "--dry-run" in r.stdout
 
 
+
+
+@pytest.mark.parametrize("fn,kw,words", [
+    (bench_mha, dict(batch=0), r"^batch=0 must be a positive int$"), (bench_mha, dict(d_model=0), r"^d_model=0 must be a positive int$"),
+    (bench_mha, dict(warmup=-1), r"^warmup=-1 must be an int >= 0$"),
+    (bench_gqa, dict(context=0), r"^context=0 must be a positive int$"), (bench_gqa, dict(batch=0), r"^batch=0 must be a positive int$"),
+    (bench_gqa, dict(repeats=0), r"^repeats=0 must be a positive int$"),
+    (bench_gqa, dict(kv_heads=(0,)), r"^kv_heads contains 0, which is not a positive int$")])
+def test_layer_benchmarks_bad_arguments(fn, kw, words):
+    with pytest.raises(ValueError, match=words): fn(**kw)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_benchmarks.ipynb #ed658742
 from __future__ import annotations
-import argparse, copy, json, math, os, statistics, sys, time
+import argparse, copy, json, math, os, statistics, sys, time, warnings
 from pathlib import Path
 import torch
 import torch.nn.functional as F
@@ -251,6 +251,9 @@ def bench_mha(batch: int=4, seq_len: int=1024, d_model: int=512, n_heads: int=8,
               repeats: int=3, warmup: int=1,
              ) -> list[dict]:
     "Forward + backward of `MultiHeadAttention(backend='auto')` and `torch.nn.MultiheadAttention`: ms, peak MiB, ratio."
+    for name, val in (("batch", batch), ("seq_len", seq_len), ("d_model", d_model), ("n_heads", n_heads), ("repeats", repeats)):
+        check_int(name, val)
+    check_int("warmup", warmup, 0)
     device = torch.device(device)
     torch.manual_seed(0)
     ref = torch.nn.MultiheadAttention(d_model, n_heads, batch_first=True).to(device=device, dtype=dtype)
@@ -307,10 +310,14 @@ def bench_gqa(batch: int=4, context: int=1024, d_model: int=512, n_heads: int=8,
               repeats: int=20, warmup: int=3, # timed steps (median) and untimed ones
              ) -> list[dict]:
     "One decoding step at G key/value heads against the same layer with K/V repeated to H heads: ms, cache bytes, ratios."
+    for name, val in (("batch", batch), ("context", context), ("d_model", d_model), ("n_heads", n_heads), ("repeats", repeats)):
+        check_int(name, val)
+    check_int("warmup", warmup, 0)
     device = torch.device(device)
     H = n_heads
     kv_heads = tuple(kv_heads) if kv_heads is not None else tuple(dict.fromkeys((H, max(H // 4, 1), 1)))
     for G in kv_heads:
+        if isinstance(G, bool) or not isinstance(G, int) or G < 1: raise ValueError(f"kv_heads contains {G!r}, which is not a positive int")
         if H % G: raise ValueError(f"kv_heads contains {G}, which does not divide n_heads={H}")
     g = torch.Generator(device=device).manual_seed(0)
     ctx = torch.randn(batch, context, d_model, generator=g, device=device, dtype=dtype)   # (B, T, d_model): the cached tokens
@@ -440,10 +447,11 @@ def _train_step(model, opt, idx, targets):
 def bench_compile(config=None, # a TransformerConfig; default B8 T256 d256 L4 (vocab 1024, 4 heads, d_ff 1024, dropout 0)
                   batch: int=8, seq_len: int=256, # the training and evaluation input (B, T); the decoding context is T - 1 tokens
                   workloads=("forward", "train", "decode"),
-                  repeats: int=5, warmup: int=2, # timed runs (median) and untimed runs after the compiling call
+                  repeats: int=5, warmup: int=2, # timed runs (median) and untimed runs after the compiling call, eager and compiled alternating
                   fullgraph: bool=False, # torch.compile's fullgraph (True fails where the model still breaks its graph)
                   backend: str="inductor", # torch.compile's backend ("aot_eager" traces without generating code: fast, for tests)
                   device="cpu", seed: int=0,
+                  cold: bool=True, # compile without torch's on-disk caches, so that compile_s is a first compile on any run
                  ) -> list[dict]:
     "torch.compile against eager for a DecoderOnlyLM: eval forward, training step, cached decoding step; median ms, ratio, compile time, equality."
     if config is None: config = TransformerConfig(vocab_size=1024, d_model=256, n_heads=4, n_layers=4, d_ff=1024, dropout=0.0, max_len=512)
@@ -459,18 +467,27 @@ def bench_compile(config=None, # a TransformerConfig; default B8 T256 d256 L4 (v
     prefill = eager.new_cache()
     with torch.no_grad(): eager(idx[:, :-1], cache=prefill)           # the decoding context: T - 1 tokens' keys and values
     kv = [(c.k, c.v) for c in prefill.layers]
+    from torch._inductor import config as inductor_config          # torch.compile's compiler, imported on first use
     rows = []
     for w in workloads:
+        torch.compiler.reset()                                      # nothing compiled before counts
         compiled = torch.compile(copy.deepcopy(eager), fullgraph=fullgraph, backend=backend)   # the same weights, compiled
         run_e, run_c = (_workload(w, m, idx, targets, kv) for m in (eager, compiled))
         out_e = run_e()
-        t = time.perf_counter(); out_c = run_c(); compile_s = time.perf_counter() - t   # the first call compiles
+        with inductor_config.patch(force_disable_caches=cold), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")   # the cold compile says so: known
+            t = time.perf_counter(); out_c = run_c(); compile_s = time.perf_counter() - t   # the first call compiles
         diff = (out_c - out_e).abs().max().item()
         same = torch.allclose(out_c, out_e, rtol=1e-4, atol=1e-5)
         if w == "train":                                            # one step from the same weights: the same new weights
             p_diff = max((a - b).abs().max().item() for a, b in zip(eager.parameters(), compiled.parameters()))
             diff, same = max(diff, p_diff), same and p_diff <= 1e-5
-        eager_ms, compiled_ms = (time_ms(r, device, repeats, warmup) for r in (run_e, run_c))
+        times = ([], [])
+        for i in range(warmup + repeats):                           # interleaved, so a drifting machine slows both alike
+            for ts, r in zip(times, (run_e, run_c)):
+                ms = time_ms(r, device, repeats=1, warmup=0)
+                if i >= warmup: ts.append(ms)
+        eager_ms, compiled_ms = (statistics.median(ts) for ts in times)
         rows.append(dict(workload=w, eager_ms=eager_ms, compiled_ms=compiled_ms, ratio=compiled_ms / eager_ms, compile_s=compile_s,
                          max_abs_diff=diff, allclose=bool(same), fullgraph=fullgraph, backend=backend))
     eager.eval()
