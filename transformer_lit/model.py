@@ -106,8 +106,9 @@ class TransformerConfig:
         if self.logit_scale is not None and (isinstance(self.logit_scale, bool) or not isinstance(self.logit_scale, (int, float))
                                              or not 0 < self.logit_scale < math.inf):
             raise ValueError(f"logit_scale={self.logit_scale!r} must be None or a finite number > 0")
-        if isinstance(self.rope_base, bool) or not isinstance(self.rope_base, (int, float)) or not self.rope_base > 1:
-            raise ValueError(f"rope_base={self.rope_base!r} must be a number > 1")
+        if isinstance(self.rope_base, bool) or not isinstance(self.rope_base, (int, float)) \
+                or not (math.isfinite(self.rope_base) and self.rope_base > 1):
+            raise ValueError(f"rope_base={self.rope_base!r} must be a finite number > 1")
         self.rope_scaling = check_rope_scaling(self.rope_scaling, self.rope_base)   # a clean copy, or None
         if self.rope_scaling is not None and self.positional != "rope":
             raise ValueError(f"rope_scaling={self.rope_scaling!r} needs positional='rope', got positional={self.positional!r}")
@@ -250,6 +251,12 @@ class StaticCache:
     def nbytes(self) -> int:
         "Bytes of the key and value buffers: 2 x layers x B x G x max_len x D x the element size, filled or not."
         return sum(c.nbytes() for c in self.layers)
+    def rewind(self, length: int=0): # the slots to keep: 0 empties the cache
+        "Forget the slots from `length` on, in place; the buffers stay, so a compiled step keeps its graph."
+        check_int("length", length, minimum=0, maximum=self.max_len)
+        for c in self.layers: c.pos.fill_(length)
+        self.keep[:, length:] = False
+        self.n_real.copy_(self.keep.sum(-1))
     def reorder(self, rows: Tensor): # (B,) long: new row i continues old row rows[i]
         "Select rows in place (beam search: each beam continues its parent's keys and values)."
         for c in self.layers: c.reorder(rows)
