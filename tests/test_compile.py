@@ -169,3 +169,17 @@ def test_forward_reads_no_value_on_the_host(kind):
         grow = lm.new_cache()
         lm(x[:, :5], cache=grow); lm(x[:, 5:], cache=grow)             # the growing cache too
     assert logits.shape == (2, 1, 40) and logits.device.type == "meta"
+
+def test_seq2seq_decode_step_compiles_once_after_the_first():
+    torch.manual_seed(0)
+    t = Transformer(cfg(positional="rope", pad_id=0)).double().eval()
+    src, tgt = ids(2, 7, seed=1), ids(2, 6, seed=2)
+    src[1, 5:] = 0
+    backend, graphs = counting_backend()
+    step = torch.compile(t.decode, fullgraph=True, backend=backend)
+    with torch.no_grad():
+        memory, memory_mask = t.encode(src)
+        cache = t.new_cache(max_len=8, batch=2)
+        out = torch.cat([step(tgt[:, i:i + 1], memory, memory_mask, cache=cache) for i in range(6)], 1)
+        torch.testing.assert_close(out, t.decode(tgt, memory, memory_mask), rtol=0, atol=1e-12)
+    assert len(graphs) == 2              # the first step fills the cross-attention caches; every later step reuses them

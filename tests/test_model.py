@@ -406,7 +406,7 @@ def test_config_rejects_non_bool_switches(name):
     with pytest.raises(TypeError, match=re.escape(f"{name}=1 must be a bool")): TransformerConfig(vocab_size=10, **{name: 1})
 
 def test_config_rejects_bad_rope_base():
-    with pytest.raises(ValueError, match=re.escape("rope_base=1.0 must be a number > 1")):
+    with pytest.raises(ValueError, match=re.escape("rope_base=1.0 must be a finite number > 1")):
         TransformerConfig(vocab_size=10, positional="rope", rope_base=1.0)
 
 def test_config_defaults_and_ffn_width():
@@ -860,3 +860,34 @@ def test_bad_static_caches():
     long(torch.zeros(1, 3, dtype=torch.long), cache=c)
     with pytest.raises(ValueError, match=re.escape("idx.shape[1]=2 after 3 cached real tokens must be <= max_len=4")):
         long(torch.zeros(1, 2, dtype=torch.long), cache=c)
+
+def test_static_cache_rewind():
+    m = lm64(positional="rope")
+    ids = torch.randint(0, 40, (2, 7), generator=torch.Generator().manual_seed(5))
+    cache = m.new_cache(max_len=8, batch=2)
+    m(ids[:, :5], cache=cache)
+    first = m(ids[:, 5:6], cache=cache)
+    cache.rewind(5)                                                   # forget the step: the prompt stays
+    assert int(cache.pos) == 5 and cache.n_real.tolist() == [5, 5]
+    torch.testing.assert_close(m(ids[:, 5:6], cache=cache), first, rtol=0, atol=0)   # the same step again
+    cache.rewind()
+    torch.testing.assert_close(m(ids, cache=cache), m(ids), rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match=re.escape("length=9 must be an int in [0, 8]")): cache.rewind(9)
+
+@pytest.mark.parametrize("kind", POSITIONALS)
+def test_seq2seq_static_cache_equals_full_decode(kind):
+    t = s2s64(positional=kind, n_kv_heads=2, pad_id=0)
+    src = torch.randint(1, 40, (2, 7), generator=torch.Generator().manual_seed(6)); src[1, 5:] = 0   # row 1 padded
+    tgt = torch.randint(1, 40, (2, 6), generator=torch.Generator().manual_seed(7))
+    memory, memory_mask = t.encode(src)
+    full = t.decode(tgt, memory, memory_mask)
+    cache = t.new_cache(max_len=8, batch=2)
+    assert isinstance(cache, StaticCache)
+    out = torch.cat([t.decode(tgt[:, :2], memory, memory_mask, cache=cache)] +
+                    [t.decode(tgt[:, i:i + 1], memory, memory_mask, cache=cache) for i in range(2, 6)], 1)
+    torch.testing.assert_close(out, full, rtol=0, atol=1e-12)
+    assert t.generate(src, 5, bos_id=1, greedy=True, static_cache=True).equal(t.generate(src, 5, bos_id=1, greedy=True))
+    with pytest.raises(ValueError, match=re.escape("tgt.shape[0]=2 must equal the StaticCache's batch=3")):
+        t.decode(tgt, memory, memory_mask, cache=t.new_cache(max_len=8, batch=3))
+    with pytest.raises(ValueError, match=re.escape("tgt.shape[1]=6 after 6 cached tokens must be <= the StaticCache's max_len=8")):
+        t.decode(tgt, memory, memory_mask, cache=cache)

@@ -591,3 +591,9 @@ def test_static_kv_cache_with_a_mask_and_bad_input():
         StaticKVCache(1, 2, 6, 4).append(torch.zeros(2, 2, 1, 4), torch.zeros(2, 2, 1, 4))
     with pytest.raises(ValueError, match="max_len=0 must be a positive int"): StaticKVCache(1, 2, 0, 4)
     with pytest.raises(TypeError, match="dtype=torch.int64 must be a floating torch.dtype"): StaticKVCache(1, 2, 4, 4, torch.int64)
+
+def test_split_and_merge_heads_check_their_input():
+    with pytest.raises(ValueError, match=re.escape("n_heads=0 must be a positive int")): split_heads(torch.zeros(2, 3, 8), 0)
+    with pytest.raises(ValueError, match=re.escape("x.dim()=2 must be 3: (B, T, H·D)")): split_heads(torch.zeros(3, 8), 2)
+    with pytest.raises(ValueError, match=re.escape("x.dim()=3 must be 4: (B, H, T, D)")): merge_heads(torch.zeros(2, 3, 8))
+    with pytest.raises(TypeError, match=re.escape("x must be a torch.Tensor, got list")): merge_heads([1.0])

@@ -72,7 +72,7 @@ def test_rotation_matrix_group_law(d, a, b):
     (lambda: sinusoidal_encoding(-1, 4), ValueError, "n_positions=-1 must be an int >= 0"),
     (lambda: sinusoidal_encoding(4.0, 4), TypeError, "n_positions=4.0 must be an int >= 0"),
     (lambda: sinusoidal_encoding(4, True), TypeError, "d_model=True must be a positive even int"),
-    (lambda: sinusoidal_encoding(4, 4, base=1.0), ValueError, "base=1.0 must be a number > 1"),
+    (lambda: sinusoidal_encoding(4, 4, base=1.0), ValueError, "base=1.0 must be a finite number > 1"),
     (lambda: sinusoidal_frequencies(5), ValueError, "d=5 must be a positive even int"),
     (lambda: SinusoidalPositionalEmbedding(9), ValueError, "d_model=9 must be a positive even int"),
     (lambda: SinusoidalPositionalEmbedding(8)(torch.zeros(2, 3, 6)), ValueError, "x.shape=(2, 3, 6) must be (B, T, 8)"),
@@ -238,7 +238,8 @@ def test_rope_offset_decoding_equals_full():
     (lambda: RotaryEmbedding(7), ValueError, "head_dim=7 must be a positive even int"),
     (lambda: RotaryEmbedding(0), ValueError, "head_dim=0 must be a positive even int"),
     (lambda: RotaryEmbedding(8.0), TypeError, "head_dim=8.0 must be a positive even int"),
-    (lambda: RotaryEmbedding(8, base=0.5), ValueError, "base=0.5 must be a number > 1"),
+    (lambda: RotaryEmbedding(8, base=0.5), ValueError, "base=0.5 must be a finite number > 1"),
+    (lambda: RotaryEmbedding(8, base=float("inf")), ValueError, "base=inf must be a finite number > 1"),
     (lambda: RotaryEmbedding(8)(torch.zeros(1, 1, 3, 6)), ValueError, r"x.shape=\(1, 1, 3, 6\) must end in \(T, head_dim=8\)"),
     (lambda: RotaryEmbedding(8)(torch.zeros(8)), ValueError, r"x.shape=\(8,\) must end in \(T, head_dim=8\)"),
     (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8, dtype=torch.int64)), TypeError, "x.dtype=torch.int64 must be a floating dtype"),
@@ -539,3 +540,7 @@ def test_rope_positions_need_no_table_and_no_host_read():
     torch.testing.assert_close(out, apply_rotary(x, cos, sin), rtol=0, atol=1e-12)
     meta = rope(torch.zeros(1, 2, 3, 8, device="meta"), positions=torch.zeros(3, dtype=torch.long, device="meta"))
     assert meta.device.type == "meta"                                         # a host read of a meta tensor would raise
+
+def test_alibi_bias_at_checks_its_positions():
+    with pytest.raises(TypeError, match="q_positions.dtype=torch.float32 must be an integer dtype"): alibi_bias_at(4, torch.zeros(3), 5)
+    with pytest.raises(ValueError, match=r"q_positions.dim\(\)=2 must be 1"): alibi_bias_at(4, torch.zeros(1, 3, dtype=torch.long), 5)

@@ -106,8 +106,9 @@ class TransformerConfig:
         if self.logit_scale is not None and (isinstance(self.logit_scale, bool) or not isinstance(self.logit_scale, (int, float))
                                              or not 0 < self.logit_scale < math.inf):
             raise ValueError(f"logit_scale={self.logit_scale!r} must be None or a finite number > 0")
-        if isinstance(self.rope_base, bool) or not isinstance(self.rope_base, (int, float)) or not self.rope_base > 1:
-            raise ValueError(f"rope_base={self.rope_base!r} must be a number > 1")
+        if isinstance(self.rope_base, bool) or not isinstance(self.rope_base, (int, float)) \
+                or not (math.isfinite(self.rope_base) and self.rope_base > 1):
+            raise ValueError(f"rope_base={self.rope_base!r} must be a finite number > 1")
         self.rope_scaling = check_rope_scaling(self.rope_scaling, self.rope_base)   # a clean copy, or None
         if self.rope_scaling is not None and self.positional != "rope":
             raise ValueError(f"rope_scaling={self.rope_scaling!r} needs positional='rope', got positional={self.positional!r}")
@@ -238,6 +239,7 @@ class StaticCache:
                  dtype: torch.dtype=torch.float32, device=None):
         check_int("n_layers", n_layers)
         self.layers = [StaticKVCache(batch, n_kv_heads, max_len, head_dim, dtype, device) for _ in range(n_layers)]
+        self.cross = [CrossKVCache() for _ in range(n_layers)]          # encoder-decoder: the memory's, set once (fixed shape)
         dev = self.layers[0].k.device
         self.keep = torch.zeros(batch, max_len, dtype=torch.bool, device=dev)   # (B, max_len): True on slots holding a real token
         self.n_real = torch.zeros(batch, dtype=torch.long, device=dev)          # (B,): real tokens so far, the next one's position
@@ -248,11 +250,19 @@ class StaticCache:
     @property
     def batch(self) -> int: return self.keep.shape[0]
     def nbytes(self) -> int:
-        "Bytes of the key and value buffers: 2 x layers x B x G x max_len x D x the element size, filled or not."
-        return sum(c.nbytes() for c in self.layers)
+        "Bytes of the key and value buffers: 2 x layers x B x G x max_len x D x the element size, filled or not (plus a memory's)."
+        return sum(c.nbytes() for c in self.layers + self.cross)
+    def rewind(self, length: int=0): # the slots to keep: 0 empties the cache
+        "Forget the slots from `length` on, in place; the buffers stay, so a compiled step keeps its graph."
+        check_int("length", length, minimum=0, maximum=self.max_len)
+        for c in self.layers: c.pos.fill_(length)
+        self.keep[:, length:] = False
+        self.n_real.copy_(self.keep.sum(-1))
     def reorder(self, rows: Tensor): # (B,) long: new row i continues old row rows[i]
         "Select rows in place (beam search: each beam continues its parent's keys and values)."
         for c in self.layers: c.reorder(rows)
+        for c in self.cross:
+            if c.k is not None: c.k, c.v = c.k[rows], c.v[rows]         # (N, G, S, D)
         self.keep.copy_(self.keep.index_select(0, rows)); self.n_real.copy_(self.n_real.index_select(0, rows))
 
 def check_attention_mask(attention_mask, # bool or 0/1 integers, True on real tokens
@@ -279,20 +289,29 @@ def _check_cache(cache, n_layers):
         raise ValueError(f"cache has {len(cache.layers)} layers; it must have one per decoder block ({n_layers})")
     return 0 if isinstance(cache, StaticCache) else len(cache)
 
-def _static_step(cache: StaticCache, idx: Tensor, attention_mask, max_len: int, dtype):
+def _new_cache(n_layers, config, weight, max_len, batch, dtype, device):
+    "A `DecoderCache` (max_len None) or a `StaticCache` with the model's sizes, dtype and device unless given."
+    if max_len is None:
+        if batch is not None: raise ValueError(f"batch={batch!r} needs max_len: only a StaticCache has a fixed batch")
+        return DecoderCache(n_layers)
+    check_int("max_len", max_len); check_int("batch", batch, minimum=0)
+    return StaticCache(n_layers, batch, config.kv_heads, max_len, config.head_dim,
+                       weight.dtype if dtype is None else dtype, weight.device if device is None else device)
+
+def _static_step(cache: StaticCache, idx: Tensor, attention_mask, max_len: int, dtype, name: str="idx"):
     "Record the new tokens in `cache` (their slots, padding and positions); return (mask (B, 1, T, L), positions (B, T), slots (T,))."
     B, T = idx.shape
-    if B != cache.batch: raise ValueError(f"idx.shape[0]={B} must equal the StaticCache's batch={cache.batch}")
-    if cache.pos.device != idx.device: raise ValueError(f"idx.device={idx.device} must equal the StaticCache's device {cache.pos.device}")
+    if B != cache.batch: raise ValueError(f"{name}.shape[0]={B} must equal the StaticCache's batch={cache.batch}")
+    if cache.pos.device != idx.device: raise ValueError(f"{name}.device={idx.device} must equal the StaticCache's device {cache.pos.device}")
     if cache.layers[0].k.dtype != dtype:
         raise TypeError(f"the StaticCache's dtype {cache.layers[0].k.dtype} must equal the model's parameter dtype {dtype}")
     slots = cache.pos + torch.arange(T, device=idx.device)                             # (T,): where the new keys go
-    check_values(slots < cache.max_len, lambda: f"idx.shape[1]={T} after {int(cache.pos)} cached tokens must be <= "
+    check_values(slots < cache.max_len, lambda: f"{name}.shape[1]={T} after {int(cache.pos)} cached tokens must be <= "
                                                 f"the StaticCache's max_len={cache.max_len}")
     new = (torch.ones(B, T, dtype=torch.bool, device=idx.device) if attention_mask is None
            else check_attention_mask(attention_mask, (B, T), "(B, new tokens): a StaticCache keeps the earlier ones"))
     n_real = cache.n_real + new.sum(-1)                                                # (B,)
-    check_values(n_real <= max_len, lambda: f"idx.shape[1]={T} after {int(cache.n_real.max())} cached real tokens "
+    check_values(n_real <= max_len, lambda: f"{name}.shape[1]={T} after {int(cache.n_real.max())} cached real tokens "
                                             f"must be <= max_len={max_len} (positions 0..max_len-1)")
     positions = (cache.n_real[:, None] + new.long().cumsum(-1) - 1).clamp(min=0)       # (B, T): 0 at a row's first real token
     cache.keep.index_copy_(1, slots, new); cache.n_real.copy_(n_real)                 # in place: shapes never change
@@ -356,13 +375,7 @@ class DecoderOnlyLM(nn.Module):
                   dtype: torch.dtype|None=None, device=None, # default: the model's parameters'
                  ) -> DecoderCache|StaticCache:
         "An empty cache: growing (`DecoderCache`), or preallocated (`StaticCache`) so that a compiled decoding step keeps its shapes."
-        if max_len is None:
-            if batch is not None: raise ValueError(f"batch={batch!r} needs max_len: only a StaticCache has a fixed batch")
-            return DecoderCache(len(self.blocks))
-        check_int("max_len", max_len); check_int("batch", batch, minimum=0)
-        w, c = self.lm_head.weight, self.config
-        return StaticCache(len(self.blocks), batch, c.kv_heads, max_len, c.head_dim,
-                           w.dtype if dtype is None else dtype, w.device if device is None else device)
+        return _new_cache(len(self.blocks), self.config, self.lm_head.weight, max_len, batch, dtype, device)
 
 def unembed(lm_head: nn.Linear, # the unembedding U, weight (V, d_model)
             h: Tensor, # the final state (B, T, d_model)
@@ -508,20 +521,26 @@ class Transformer(nn.Module):
     def decode(self, tgt: Tensor, # (B, T) target ids (shifted right: they start with BOS)
                memory: Tensor, memory_mask: Tensor|None, # what `encode` returned
                tgt_keep: Tensor|None=None, # bool (B, T), True on real target tokens (teacher forcing only)
-               cache: DecoderCache|None=None, # earlier target tokens' self-attention keys/values
+               cache: DecoderCache|StaticCache|None=None, # earlier target tokens' self-attention keys/values (and the memory's)
               ) -> Tensor: # logits (B, T, V)
         "Next-token logits for every target position."
         past = _check_cache(cache, len(self.stack.decoder))
-        check_tokens(tgt, self.config.vocab_size, "tgt"); self.pos.check_length(tgt.shape[1], past, name="tgt")
+        static = isinstance(cache, StaticCache)
+        check_tokens(tgt, self.config.vocab_size, "tgt")
+        if not static: self.pos.check_length(tgt.shape[1], past, name="tgt")
         if tgt_keep is not None and cache is not None:
             raise ValueError("tgt_keep must be None when a cache is used: generated target tokens are never padding")
         T = tgt.shape[1]
         keep = self._keep(tgt, tgt_keep, "tgt_keep")
-        mask, causal = None, True
-        if keep is not None:                                               # causal AND not padding, as one bool mask
+        mask, causal, positions = None, True, None
+        if static:                                                         # fixed shapes: all max_len slots, a position tensor
+            mask, positions, slots = _static_step(cache, tgt, None, self.config.max_len, self.lm_head.weight.dtype, "tgt")
+            causal = False
+        elif keep is not None:                                             # causal AND not padding, as one bool mask
             mask, causal = causal_mask(T, device=tgt.device) & keep, False  # (B, 1, T, T)
-        x = self.drop(self.pos(self.tgt_embed(tgt), offset=past))         # (B, T, d_model)
-        h = self.stack.decode(x, memory, mask, memory_mask, causal, self.pos.bias(T, past + T, x), cache)
+        x = self.drop(self.pos(self.tgt_embed(tgt), offset=past, positions=positions))   # (B, T, d_model)
+        bias = self.pos.bias_at(slots, cache.max_len, x) if static else self.pos.bias(T, past + T, x)
+        h = self.stack.decode(x, memory, mask, memory_mask, causal, bias, cache)
         return unembed(self.lm_head, h, self.config.output_scale)        # (B, T, V)
 
     def forward(self, src: Tensor, # (B, S) source ids
@@ -534,7 +553,11 @@ class Transformer(nn.Module):
         logits = self.decode(tgt, memory, memory_mask, self._default_keep(tgt, tgt_keep))
         return logits if targets is None else (logits, _cross_entropy(logits, targets))
 
-    def new_cache(self) -> DecoderCache: return DecoderCache(len(self.stack.decoder))
+    def new_cache(self, max_len: int|None=None, # None: a `DecoderCache`; an int: a `StaticCache` of this many target slots
+                  batch: int|None=None, dtype: torch.dtype|None=None, device=None, # as for `DecoderOnlyLM.new_cache`
+                 ) -> DecoderCache|StaticCache:
+        "An empty decoder cache: growing (`DecoderCache`) or preallocated (`StaticCache`); either holds one memory's keys and values."
+        return _new_cache(len(self.stack.decoder), self.config, self.lm_head.weight, max_len, batch, dtype, device)
 
 # %% ../nbs/08_transformer.ipynb #8b8d58ef
 PARAMETER_GROUPS = ("embeddings", "positions", "attention", "ffn", "norms", "unembedding")
@@ -732,6 +755,8 @@ def _seq2seq_generate(self, src: Tensor, # (B, S) source ids
                       *, top_p: float|None=None, min_p: float|None=None, # see `sample_next`
                       eos_id: int|None=None, stop_ids=None, # a row stops after any of these tokens
                       pad_id: int|None=None, # written after a row's stop; default config.pad_id, else the first stop id
+                      static_cache: bool=False, # with use_cache: a preallocated `StaticCache` of 1 + max_new_tokens slots
+                      step=None, # what runs each decoding pass, called like `decode`; e.g. torch.compile(model.decode, fullgraph=True)
                      ) -> Tensor: # (B, 1 + n), n <= max_new_tokens, starting with bos_id
     "Encode once, then decode token by token (with `use_cache`: cached self-attention and memory keys/values)."
     check_int("max_new_tokens", max_new_tokens, minimum=0)
@@ -741,13 +766,17 @@ def _seq2seq_generate(self, src: Tensor, # (B, S) source ids
         raise ValueError(f"bos_id={bos_id!r} must be an int in [0, vocab_size={self.config.vocab_size})")
     if 1 + max_new_tokens > self.config.max_len:
         raise ValueError(f"1 (BOS) plus max_new_tokens={max_new_tokens} must be <= max_len={self.config.max_len}")
+    if not isinstance(static_cache, bool): raise TypeError(f"static_cache={static_cache!r} must be a bool")
+    if static_cache and not use_cache: raise ValueError("static_cache=True needs use_cache=True")
+    if step is not None and not callable(step): raise TypeError(f"step={step!r} must be callable (like decode) or None")
+    step = self.decode if step is None else step
     memory, memory_mask = self.encode(src, src_keep)
     out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)   # (B, 1)
-    cache = self.new_cache() if use_cache else None
+    cache = (self.new_cache(1 + max_new_tokens, src.shape[0]) if static_cache else self.new_cache()) if use_cache else None
     step_in, stop_t = out, torch.tensor(stops, dtype=torch.long, device=src.device)
     done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)            # (B,): rows that have stopped
     for _ in range(max_new_tokens):
-        logits = self.decode(step_in if use_cache else out, memory, memory_mask, cache=cache)[:, -1]  # (B, V)
+        logits = step(step_in if use_cache else out, memory, memory_mask, cache=cache)[:, -1]  # (B, V)
         nxt = sample_next(logits, greedy, temperature, top_k, generator, top_p, min_p)  # (B,)
         if stops: nxt = nxt.masked_fill(done, pad)                                  # a stopped row only pads
         out, step_in = torch.cat([out, nxt[:, None]], dim=1), nxt[:, None]          # (B, t+1), (B, 1)

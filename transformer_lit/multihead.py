@@ -18,6 +18,9 @@ def split_heads(x: torch.Tensor, # (B, T, H·D)
                 n_heads: int, # H
                ) -> torch.Tensor:
     "Cut the last dim into `n_heads` heads: (B, T, H·D) -> (B, H, T, D)."
+    if not isinstance(x, torch.Tensor): raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != 3: raise ValueError(f"x.dim()={x.dim()} must be 3: (B, T, H·D)")
+    check_int("n_heads", n_heads)
     B, T, E = x.shape
     if E % n_heads: raise ValueError(f"x.shape[-1]={E} must be divisible by n_heads={n_heads}")
     return x.view(B, T, n_heads, E // n_heads).transpose(1, 2)     # (B, T, H, D) -> (B, H, T, D)
@@ -25,6 +28,8 @@ def split_heads(x: torch.Tensor, # (B, T, H·D)
 def merge_heads(x: torch.Tensor, # (B, H, T, D)
                ) -> torch.Tensor:
     "Concatenate the heads again: (B, H, T, D) -> (B, T, H·D)."
+    if not isinstance(x, torch.Tensor): raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != 4: raise ValueError(f"x.dim()={x.dim()} must be 4: (B, H, T, D)")
     B, H, T, D = x.shape
     return x.transpose(1, 2).reshape(B, T, H * D)                  # (B, T, H, D) -> (B, T, H·D)
 

@@ -15,9 +15,9 @@ from .attention import causal_mask, check_int, check_values
 
 # %% ../nbs/05_positional.ipynb #p05c009
 def _check_base(base):
-    "Raise ValueError unless `base` is a real number > 1."
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1:
-        raise ValueError(f"base={base!r} must be a number > 1")
+    "Raise ValueError unless `base` is a finite real number > 1."
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not (math.isfinite(base) and base > 1):
+        raise ValueError(f"base={base!r} must be a finite number > 1")
 
 def sinusoidal_frequencies(d:int, # an even dimension (d_model, or head_dim for RoPE)
                            base:float=10000.0, # the wavelength scale of the slowest pair
@@ -343,6 +343,10 @@ def alibi_bias_at(n_heads:int, q_positions:Tensor, # integer (Lq,): each query's
                   dtype=torch.float32)->Tensor: # (n_heads, Lq, k_len) on the positions' device
     "The bias -m_h·|i - j| for queries at `q_positions` and keys 0 .. k_len-1, computed from the positions (a static cache's step)."
     check_int('k_len', k_len)
+    if not torch.is_tensor(q_positions): raise TypeError(f"q_positions must be a torch.Tensor, got {type(q_positions).__name__}")
+    if q_positions.is_floating_point() or q_positions.is_complex() or q_positions.dtype == torch.bool:
+        raise TypeError(f"q_positions.dtype={q_positions.dtype} must be an integer dtype")
+    if q_positions.dim() != 1: raise ValueError(f"q_positions.dim()={q_positions.dim()} must be 1: (Lq,)")
     i = q_positions.to(torch.float64)[:, None]                                 # (Lq, 1)
     j = torch.arange(k_len, dtype=torch.float64, device=q_positions.device)[None, :]  # (1, Lk)
     m = alibi_slopes(n_heads, torch.float64, q_positions.device)[:, None, None]     # (H, 1, 1)
