@@ -41,6 +41,20 @@ def _check_iterable(name, value, what):
         raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
 
 def _check_model(model, name="model"): return _check_type(name, model, nn.Module, "a torch.nn.Module")
+
+def _check_index(idx, n: int) -> Tensor: # (B,) int64 or int32
+    "`idx` as a 1-D integer tensor of indices in [0, n) (examples of a data set); a TypeError/ValueError naming idx otherwise."
+    if not isinstance(idx, Tensor):
+        _check_iterable("idx", idx, "a 1-D tensor or a sequence of int indices")
+        idx = list(idx)
+        bad = [i for i in idx if isinstance(i, bool) or not isinstance(i, numbers.Integral)]
+        if bad: raise TypeError(f"idx holds {bad[0]!r}; every index must be an int")
+        idx = torch.tensor(idx, dtype=torch.long)                        # (B,)
+    if idx.dtype not in (torch.int64, torch.int32): raise TypeError(f"idx.dtype={idx.dtype} must be torch.int64 or torch.int32 (indices)")
+    if idx.dim() != 1: raise ValueError(f"idx.dim()={idx.dim()} must be 1: (B,) indices")
+    check_values((idx >= 0) & (idx < n), lambda: f"idx holds indices from {int(idx.min())} to {int(idx.max())}; "
+                                                 f"every index must be in [0, len(data)={n})")
+    return idx
 def _check_seed(seed): return check_int("seed", seed, 0)
 
 def _check_device(name, device) -> str:
@@ -82,11 +96,16 @@ class Vocab:
     def decode(self, ids, sep: str="") -> str:
         "Tokens of `ids` joined by `sep`; with specials, stops at <eos> and skips <pad>/<bos>."
         if not isinstance(sep, str): raise TypeError(f"sep={sep!r} must be a str")
-        if not isinstance(ids, Tensor): _check_iterable("ids", ids, "a sequence of ints or a 1-D tensor of ids")
-        ids = ids.tolist() if isinstance(ids, Tensor) else list(ids)
-        bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, numbers.Integral) or not 0 <= i < len(self)]
-        if bad: raise ValueError(f"ids holds {bad[0]!r}; every id must be an int in [0, len(vocab)={len(self)})")
+        if not isinstance(ids, Tensor):
+            _check_iterable("ids", ids, "a sequence of ints or a 1-D tensor of ids"); ids = list(ids)
+            if any(isinstance(i, bool) or not isinstance(i, numbers.Integral) for i in ids):
+                raise TypeError(f"ids={ids!r} must hold ints (token ids)")
+            ids = torch.tensor(ids, dtype=torch.long)                    # (T,)
+        if ids.dim() != 1: raise ValueError(f"ids.dim()={ids.dim()} must be 1: one sequence of ids")
+        if self.specials and bool((ids == EOS).any()): ids = ids[:int((ids == EOS).int().argmax())]   # nothing after <eos> is read
+        if ids.numel(): check_tokens(ids[None], len(self), "ids")        # (1, T): the model's id rules, vocab_size = len(vocab)
         out = []
+        ids = ids.tolist()
         for i in ids:
             if self.specials and i == EOS: break
             if self.specials and i in (PAD, BOS): continue
@@ -190,9 +209,7 @@ class Seq2SeqData:
     def batch(self, idx, # indices of the examples
              ) -> dict: # src (B, S), src_keep (B, S), tgt_in (B, T), targets (B, T)
         "Right-padded batch: tgt_in = <bos> y, targets = y <eos> with -100 on padding (ignored by the loss)."
-        idx = idx.tolist() if isinstance(idx, Tensor) else list(idx)
-        bad = [i for i in idx if isinstance(i, bool) or not isinstance(i, numbers.Integral) or not 0 <= i < len(self)]
-        if bad: raise ValueError(f"idx holds {bad[0]!r}; every index must be an int in [0, len(data)={len(self)})")
+        idx = _check_index(idx, len(self)).tolist()
         src, tgt = [self.src[i] for i in idx], [self.tgt[i] for i in idx]
         S, T = max(map(len, src)), max(map(len, tgt)) + 1
         pad = lambda seqs, L, v: torch.tensor([s + [v] * (L - len(s)) for s in seqs])
@@ -218,11 +235,7 @@ class LMData:
     def eval_indices(self) -> Tensor: return torch.arange(0, len(self), self.block_size)   # non-overlapping windows
     def batch(self, idx) -> dict: # idx (B, T), targets (B, T)
         "Windows starting at `idx`: targets are the inputs shifted by one."
-        idx = idx if isinstance(idx, Tensor) else torch.tensor(list(idx), dtype=torch.long)
-        if idx.dtype not in (torch.int64, torch.int32): raise TypeError(f"idx.dtype={idx.dtype} must be torch.int64 or torch.int32 (window starts)")
-        if idx.dim() != 1: raise ValueError(f"idx.dim()={idx.dim()} must be 1: (B,) window starts")
-        check_values((idx >= 0) & (idx < len(self)), lambda: f"idx holds window starts from {int(idx.min())} to {int(idx.max())}; "
-                                                             f"every start must be in [0, len(data)={len(self)})")
+        idx = _check_index(idx, len(self))                          # (B,) window starts
         w = idx[:, None] + torch.arange(self.block_size + 1)        # (B, T+1) positions
         x = self.ids[w]                                             # (B, T+1)
         return dict(idx=x[:, :-1], targets=x[:, 1:])               # (B, T) each
@@ -331,13 +344,17 @@ def _check_batch(batch, kind=None, targets=False) -> str:
                                  f"{list(_BATCH_KEYS[kind])}" + (" and 'targets'" if targets else ""))
     return kind
 
+def _check_kind(model, kind, name="data"):
+    "A ValueError unless a Transformer meets seq2seq data and a DecoderOnlyLM LM data (other modules pass: the caller's own)."
+    inner = getattr(model, "module", model)                              # DDP wraps the model in .module
+    if isinstance(inner, (Transformer, DecoderOnlyLM)) and (kind == "seq2seq") != isinstance(inner, Transformer):
+        raise ValueError(f"{name} is {kind} data but model is a {type(inner).__name__}: a Transformer takes seq2seq data, "
+                         "a DecoderOnlyLM LM data")
+
 def model_logits(model: nn.Module, batch: dict) -> Tensor: # (B, T, V)
     "Run a `Transformer` on a seq2seq batch or a `DecoderOnlyLM` on an LM batch."
     _check_model(model)
-    kind, inner = _check_batch(batch), getattr(model, "module", model)          # DDP wraps the model in .module
-    if isinstance(inner, (Transformer, DecoderOnlyLM)) and (kind == "seq2seq") != isinstance(inner, Transformer):
-        raise ValueError(f"batch is a {kind} batch but model is a {type(inner).__name__}: a Transformer takes seq2seq batches, "
-                         "a DecoderOnlyLM LM batches")
+    kind = _check_batch(batch); _check_kind(model, kind, "batch")
     if kind == "seq2seq": return model(batch["src"], batch["tgt_in"], src_keep=batch["src_keep"])
     return model(batch["idx"])
 
@@ -580,8 +597,9 @@ def train(model: nn.Module, # a `Transformer` (seq2seq data) or `DecoderOnlyLM` 
           on_eval=None, # optional callable(model, step) -> dict of metrics to log; {'stop': True} ends the run
          ) -> dict: # history: step, loss, lr, grad_norm, val_step, val_loss (+ on_eval's keys), bytes (`state_bytes`)
     "Train with AdamW, warm-up, label smoothing, clipping, autocast, accumulation and checkpointing; one process, DDP or FSDP."
-    _check_type("cfg", cfg, TrainConfig, "a TrainConfig"); _check_model(model)
-    for name, d in (("data", data), ("val", val)): _check_type(name, d, (Seq2SeqData, LMData), "a Seq2SeqData or an LMData", allow_none=name == "val")
+    _check_type("cfg", cfg, TrainConfig, "a TrainConfig"); _check_type("model", model, (Transformer, DecoderOnlyLM), "a Transformer or a DecoderOnlyLM")
+    for name, d in (("data", data), ("val", val)):
+        if _check_type(name, d, (Seq2SeqData, LMData), "a Seq2SeqData or an LMData", allow_none=name == "val") is not None: _check_kind(model, d.kind, name)
     if on_eval is not None and not callable(on_eval): raise TypeError(f"on_eval={on_eval!r} must be None or a callable(model, step) -> dict")
     mode, (rank, ws) = parallel_mode(cfg.parallel), world()
     batch_indices(len(data), cfg.batch_size, 1, cfg.seed, rank, ws)   # check the batch size before any work
