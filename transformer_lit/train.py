@@ -348,7 +348,7 @@ def _check_kind(model, kind, name="data"):
     "A ValueError unless a Transformer meets seq2seq data and a DecoderOnlyLM LM data (other modules pass: the caller's own)."
     inner = getattr(model, "module", model)                              # DDP wraps the model in .module
     if isinstance(inner, (Transformer, DecoderOnlyLM)) and (kind == "seq2seq") != isinstance(inner, Transformer):
-        raise ValueError(f"{name} is {kind} data but model is a {type(inner).__name__}: a Transformer takes seq2seq data, "
+        raise ValueError(f"{name} holds {kind} data but model is a {type(inner).__name__}: a Transformer takes seq2seq data, "
                          "a DecoderOnlyLM LM data")
 
 def model_logits(model: nn.Module, batch: dict) -> Tensor: # (B, T, V)
@@ -469,10 +469,7 @@ def _sharded(model: nn.Module) -> bool:
 def _check_optimizer(optimizer): return _check_type("optimizer", optimizer, torch.optim.Optimizer, "a torch.optim.Optimizer", allow_none=True)
 
 def _check_scheduler(scheduler):
-    "A TypeError naming `scheduler` unless it is None or has state_dict/load_state_dict (every torch learning-rate scheduler)."
-    if scheduler is not None and not (callable(getattr(scheduler, "state_dict", None)) and callable(getattr(scheduler, "load_state_dict", None))):
-        raise TypeError(f"scheduler must be a torch.optim.lr_scheduler scheduler (with state_dict and load_state_dict) or None, "
-                        f"got {type(scheduler).__name__}")
+    return _check_type("scheduler", scheduler, torch.optim.lr_scheduler.LRScheduler, "a torch.optim.lr_scheduler.LRScheduler", allow_none=True)
 
 def save_checkpoint(path, model: nn.Module, optimizer=None, scheduler=None, step: int=0, history: dict|None=None):
     "Save model, optimizer, scheduler, step, history and the model's config as tensors and plain values (weights_only loadable); FSDP: call on every rank, rank 0 writes."
