@@ -532,6 +532,9 @@ def test_more_argument_checks(tmp_path):
     with pytest.raises(TypeError, match=r"^exclude must be an iterable of ints, got str"): numbers_by_digits(1, "12")
     with pytest.raises(TypeError, match=r"^numbers must be an iterable of ints in \[0, 999999\], got str"): translate_pairs("12")
     with pytest.raises(TypeError, match=r"^tokens must be an iterable of tokens"): Vocab(None)
+    with pytest.raises(TypeError, match=r"^pairs holds \('a', 'b', 'c'\); every entry must be a \(source tokens, target tokens\) pair"):
+        Seq2SeqData([("a", "b", "c")])
+    with pytest.raises(TypeError, match=r"^pairs must be an iterable of \(source tokens, target tokens\) pairs, got int"): Seq2SeqData(3)
     with pytest.raises(ValueError, match=r"^rank=-1 must be an int >= 0"): batch_indices(4, 2, 0, 0, -1, 2)
     with pytest.raises(ValueError, match=r"^world_size=0 must be a positive int"): batch_indices(4, 2, 0, 0, 0, 0)
     with pytest.raises(ValueError, match=r"^seed=-1 must be an int >= 0"): reverse_pairs(2, seed=-1)

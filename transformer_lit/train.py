@@ -55,6 +55,7 @@ def _check_index(idx, n: int) -> Tensor: # (B,) int64 or int32
     check_values((idx >= 0) & (idx < n), lambda: f"idx holds indices from {int(idx.min())} to {int(idx.max())}; "
                                                  f"every index must be in [0, len(data)={n})")
     return idx
+
 def _check_seed(seed): return check_int("seed", seed, 0)
 
 def _check_device(name, device) -> str:
@@ -197,8 +198,10 @@ class Seq2SeqData:
                  vocab: Vocab|None=None, # default: built from the pairs (sorted tokens after the specials)
                 ):
         _check_type("vocab", vocab, Vocab, "a Vocab", allow_none=True)
-        pairs = list(pairs)
+        _check_iterable("pairs", pairs, "an iterable of (source tokens, target tokens) pairs"); pairs = list(pairs)
         if not pairs: raise ValueError("pairs is empty: a data set needs at least one (source, target) pair")
+        bad = [p for p in pairs if not (isinstance(p, (tuple, list)) and len(p) == 2)]
+        if bad: raise TypeError(f"pairs holds {bad[0]!r}; every entry must be a (source tokens, target tokens) pair")
         self.vocab = vocab or Vocab(sorted({t for s, t_ in pairs for t in (*s, *t_)}))
         self.src = [self.vocab.encode(s) for s, _ in pairs]
         self.tgt = [self.vocab.encode(t) for _, t in pairs]
