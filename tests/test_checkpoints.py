@@ -420,3 +420,31 @@ def test_legacy_rope_scaling_type_key(tmp_path):
     assert c.rope_scaling == {"rope_type": "linear", "factor": 2.0}
     with pytest.raises(ValueError, match=r"rope_scaling=.*is not supported: .*factor"):
         config_from_hf(hf | {"rope_scaling": {"type": "linear", "factor": 0.5}})
+
+
+@pytest.mark.parametrize("family,change,exc,match", [   # fields the table-driven suite (tests/bad_input_cases.py) does not try
+    ("llama", dict(tie_word_embeddings="false"), TypeError, r"^tie_word_embeddings='false' must be a bool"),
+    ("llama", dict(attention_bias=1), TypeError, r"^attention_bias=1 must be a bool"),
+    ("llama", dict(num_key_value_heads=0), ValueError, r"^num_key_value_heads=0 must be a positive int or None"),
+    ("llama", dict(intermediate_size=2.5), TypeError, r"^intermediate_size=2.5 must be a positive int"),
+    ("llama", dict(attention_dropout=1.0), ValueError, r"^attention_dropout=1.0 must be a number in \[0, 1\)"),
+    ("llama", dict(rope_parameters={"rope_type": "default", "rope_theta": "1e4"}), TypeError, r"^rope_theta='1e4' must be a finite number > 1"),
+    ("gpt2", dict(n_embd="32"), TypeError, r"^n_embd='32' must be a positive int"),
+    ("gpt2", dict(n_inner=0), ValueError, r"^n_inner=0 must be a positive int or None"),
+    ("gpt2", dict(layer_norm_epsilon=0), ValueError, r"^layer_norm_epsilon=0 must be a finite number > 0"),
+    ("gpt2", dict(resid_pdrop=float("nan")), ValueError, r"^resid_pdrop=nan must be a number in \[0, 1\)"),
+])
+def test_config_fields_are_checked_under_their_config_json_names(family, change, exc, match):
+    hf = reference(family).config.to_dict()
+    config_from_hf(hf)                                                        # as transformers writes it: accepted
+    with pytest.raises(exc, match=match): config_from_hf(hf | change)
+
+def test_path_and_dtype_arguments(tmp_path):
+    with pytest.raises(TypeError, match=r"^path must be a str or os.PathLike \(a directory\), got int"): ck.weight_files(3)
+    reference("llama").save_pretrained(tmp_path)
+    assert ck.weight_files(str(tmp_path)) == ck.weight_files(tmp_path) == [tmp_path / "model.safetensors"]
+    c = config_from_hf(json.loads((tmp_path / "config.json").read_text()))[1]
+    with pytest.raises(TypeError, match=r"^dtype='float32' must be one of \[torch.float64"): config_to_hf(c, "float32")
+    assert config_to_hf(c, torch.bfloat16)["dtype"] == "bfloat16"
+    with pytest.raises(TypeError, match=r"^config must be a TransformerConfig or None, got dict"): ck.mapping_table("llama", {})
+    with pytest.raises(TypeError, match=r"^hf must be a dict \(a parsed config.json\), got str"): config_from_hf(str(tmp_path / "config.json"))

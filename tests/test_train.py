@@ -480,3 +480,74 @@ def test_launch_reports_a_failing_rank_with_its_error():
     with pytest.raises(RuntimeError, match=r"launch: rank 0 failed:(.|\n)*ValueError: batch_size=4 must be divisible by world_size x grad_accum = 2 x 4"):
         launch(train_workers.accum_too_fine, 2)
     with pytest.raises(TypeError, match=r"^world_size=0.5 must be a positive int$"): launch(train_workers.accum_too_fine, 0.5)
+
+
+# -- argument checks that the table of tests/bad_input_cases.py does not hold ---------------------------------------------
+def test_decode_reads_nothing_after_eos_and_checks_the_ids_it_reads():
+    v = Vocab(list("ab"))                                                     # ids 3, 4 after the specials
+    assert v.decode(torch.tensor([3, 4, EOS, -100, -100])) == "ab"          # a targets row: nothing after <eos> is read
+    assert v.decode([]) == "" and v.decode(torch.tensor([BOS, 4, PAD])) == "b"
+    with pytest.raises(ValueError, match=r"^ids holds ids from 3 to 7; every id must be in \[0, vocab_size=5\)"): v.decode([3, 7, EOS])
+    with pytest.raises(TypeError, match=r"^ids=\[3, 1.5\] must hold ints"): v.decode([3, 1.5])
+    with pytest.raises(TypeError, match=r"^ids.dtype=torch.float32 must be torch.int64 or torch.int32"): v.decode(torch.tensor([3.0]))
+    with pytest.raises(ValueError, match=r"^ids.dim\(\)=2 must be 1"): v.decode(torch.tensor([[3]]))
+    with pytest.raises(TypeError, match=r"^ids must be a sequence of ints or a 1-D tensor of ids, got int"): v.decode(3)
+
+def test_batch_indices_are_checked_the_same_way_in_both_data_sets():
+    s2s = Seq2SeqData(reverse_pairs(4, seed=1))
+    lm = LMData(torch.arange(12) % 3, 4, Vocab("abc", specials=False))
+    for d in (s2s, lm):
+        with pytest.raises(ValueError, match=rf"^idx holds indices from -1 to -1; every index must be in \[0, len\(data\)={len(d)}\)"):
+            d.batch([-1])                                                     # not a silent wrap-around to the last example
+        with pytest.raises(TypeError, match=r"^idx holds 0.5; every index must be an int"): d.batch([0.5])
+        with pytest.raises(TypeError, match=r"^idx.dtype=torch.float32 must be torch.int64 or torch.int32"): d.batch(torch.tensor([0.0]))
+        with pytest.raises(ValueError, match=r"^idx.dim\(\)=2 must be 1"): d.batch(torch.zeros(1, 1, dtype=torch.long))
+        a, b = d.batch(range(2)), d.batch(torch.tensor([0, 1], dtype=torch.int32))
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+def test_model_and_data_must_be_of_the_same_kind():
+    s2s = Seq2SeqData(reverse_pairs(8, seed=1))
+    lm = LMData(torch.arange(40) % 3, 4, Vocab("abc", specials=False))
+    t, g = make_model(s2s, 16, 2, 1), make_model(lm, 16, 2, 1)
+    cfg = TrainConfig(steps=1, batch_size=2, warmup=1, progress=False)
+    with pytest.raises(ValueError, match=r"^batch holds lm data but model is a Transformer"): model_logits(t, lm.batch([0]))
+    with pytest.raises(ValueError, match=r"^batch holds seq2seq data but model is a DecoderOnlyLM"): batch_loss(g, s2s.batch([0]))
+    with pytest.raises(ValueError, match=r"^data holds seq2seq data but model is a DecoderOnlyLM"): train(g, s2s, cfg)
+    with pytest.raises(ValueError, match=r"^val holds lm data but model is a Transformer"): train(t, s2s, cfg, val=lm)
+    with pytest.raises(TypeError, match=r"^model must be a Transformer or a DecoderOnlyLM, got Linear"): train(torch.nn.Linear(2, 2), s2s, cfg)
+
+def test_int32_targets_give_the_int64_loss():
+    lm = LMData(torch.arange(40) % 3, 4, Vocab("abc", specials=False))
+    model = make_model(lm, 16, 2, 1)
+    b = lm.batch([0, 5])
+    s64, n64 = batch_loss(model, b, 0.1)
+    s32, n32 = batch_loss(model, b | {"targets": b["targets"].int()}, 0.1)
+    assert torch.equal(s32, s64) and int(n32) == int(n64) == 8
+
+def test_more_argument_checks(tmp_path):
+    data = Seq2SeqData(reverse_pairs(8, seed=1))
+    model = make_model(data, 16, 2, 1)
+    with pytest.raises(TypeError, match=r"^modules must be an iterable of module names \(str\), got str"): stdlib_corpus("textwrap")
+    with pytest.raises(TypeError, match=r"^modules holds 3; every entry must be a module name"): stdlib_corpus([3])
+    with pytest.raises(TypeError, match=r"^exclude must be an iterable of ints, got str"): numbers_by_digits(1, "12")
+    with pytest.raises(TypeError, match=r"^numbers must be an iterable of ints in \[0, 999999\], got str"): translate_pairs("12")
+    with pytest.raises(TypeError, match=r"^tokens must be an iterable of tokens"): Vocab(None)
+    with pytest.raises(TypeError, match=r"^pairs holds \('a', 'b', 'c'\); every entry must be a \(source tokens, target tokens\) pair"):
+        Seq2SeqData([("a", "b", "c")])
+    with pytest.raises(TypeError, match=r"^pairs must be an iterable of \(source tokens, target tokens\) pairs, got int"): Seq2SeqData(3)
+    with pytest.raises(ValueError, match=r"^rank=-1 must be an int >= 0"): batch_indices(4, 2, 0, 0, -1, 2)
+    with pytest.raises(ValueError, match=r"^world_size=0 must be a positive int"): batch_indices(4, 2, 0, 0, 0, 0)
+    with pytest.raises(ValueError, match=r"^seed=-1 must be an int >= 0"): reverse_pairs(2, seed=-1)
+    with pytest.raises(ValueError, match=r"^val_fraction=0 must be a number in \(0, 1\)"): char_lm_data("abcdef", 1, 0)
+    with pytest.raises(TypeError, match=r"^val_fraction='0.1' must be a number in \(0, 1\)"): char_lm_data("abcdef", 1, "0.1")
+    with pytest.raises(ValueError, match=r"^layer=-2 must be an int in \[-1, 0\]"): cross_attention_weights(model, data.batch([0]), -2)
+    with pytest.raises(TypeError, match=r"^batch must be a dict of tensors"): batch_loss(model, [data.batch([0])])
+    with pytest.raises(ValueError, match=r"^batch has keys \['src', 'src_keep', 'tgt_in'\] and lacks \['targets'\]"):
+        batch_loss(model, {k: v for k, v in data.batch([0]).items() if k != "targets"})
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(TypeError, match=r"^scheduler must be a torch.optim.lr_scheduler.LRScheduler or None, got SGD"):
+        save_checkpoint(tmp_path / "c.pt", model, opt, opt)
+    with pytest.raises(TypeError, match=r"^optimizer must be a torch.optim.Optimizer or None, got dict"):
+        load_checkpoint(tmp_path / "c.pt", model, opt.state_dict())
+    with pytest.raises(TypeError, match=r"^device=0 must be a str such as 'cpu' or 'cuda:0'"): load_checkpoint(tmp_path / "c.pt", model, device=0)
+    assert not (tmp_path / "c.pt").exists()                                  # every check before any work

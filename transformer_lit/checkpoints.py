@@ -4,14 +4,16 @@
 
 # %% ../nbs/13_checkpoints.ipynb #7abf31b6
 from __future__ import annotations
-import json, re
+import json, os, re
 from pathlib import Path
 import torch
 from torch import Tensor
 from safetensors import safe_open
 from safetensors.torch import save_file
+from .attention import check_bool, check_dropout, check_int
 from .model import DecoderOnlyLM, TransformerConfig
 from .positional import check_rope_scaling
+from .train import _check_real, _check_type
 
 # %% auto #0
 __all__ = ['ARCHITECTURES', 'FAMILIES', 'GPT2_ACTIVATIONS', 'hf_family', 'config_from_hf', 'weight_rules', 'hf_shapes', 'to_ours',
@@ -46,6 +48,7 @@ _DEFAULTS = {
 
 def hf_family(hf: dict) -> str:
     "The family ('gpt2', 'llama', 'mistral', 'qwen2') of a Hugging Face config dict: its architectures entry, else its model_type."
+    _check_type("hf", hf, dict, "a dict (a parsed config.json)")
     archs = hf.get("architectures")
     if not archs:                                                    # as AutoModelForCausalLM does: the model_type decides
         if hf.get("model_type") in FAMILIES: return hf["model_type"]
@@ -65,7 +68,7 @@ def _rope(g):
     field = "rope_scaling" if old else "rope_parameters"
     legacy = {("rope_type" if k == "type" else k): v for k, v in (old or {}).items()}  # 4.x called it "type"
     s = {**(p or {}), **legacy}                                                 # a 4.x rope_scaling refines the 5.x dict
-    base = float(s.pop("rope_theta", None) or g("rope_theta"))
+    base = float(_check_real("rope_theta", s.pop("rope_theta", None) or g("rope_theta"), "a finite number > 1", lambda v: v > 1))
     if s.get("partial_rotary_factor", 1.0) != 1.0:
         _unsupported("partial_rotary_factor", s["partial_rotary_factor"], "the rotation covers the whole head (1.0)")
     s.pop("partial_rotary_factor", None)
@@ -82,6 +85,15 @@ def config_from_hf(hf: dict, # a parsed Hugging Face config.json
     family = hf_family(hf)
     d = _DEFAULTS[family]
     g = lambda k: hf[k] if k in hf else d.get(k)
+    ints = (("vocab_size", "n_embd", "n_head", "n_layer", "n_positions") if family == "gpt2" else
+            ("vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "max_position_embeddings"))
+    for k in ints: check_int(k, g(k))                                           # named as config.json names them
+    for k in (("n_inner",) if family == "gpt2" else ("num_key_value_heads", "head_dim")): check_int(k, g(k), allow_none=True)
+    eps = "layer_norm_epsilon" if family == "gpt2" else "rms_norm_eps"
+    _check_real(eps, g(eps), "a finite number > 0", lambda v: v > 0)
+    check_dropout(g("resid_pdrop" if family == "gpt2" else "attention_dropout"), "resid_pdrop" if family == "gpt2" else "attention_dropout")
+    for k in ("tie_word_embeddings",) + (("attention_bias", "mlp_bias") if family == "llama" else ()):
+        if g(k) is not None: check_bool(k, g(k))                                # JSON true/false (null reads as false)
     if family == "gpt2":
         act = g("activation_function")
         if act not in GPT2_ACTIVATIONS: _unsupported("activation_function", act, f"one of {sorted(GPT2_ACTIVATIONS)}")
@@ -127,12 +139,15 @@ def _kv_heads(c): return c.kv_heads                                     # G
 def _qkv_bias(c): return c.bias if c.qkv_bias is None else c.qkv_bias
 
 # %% ../nbs/13_checkpoints.ipynb #632e74f9
+def _check_family(family):
+    if family not in FAMILIES: raise ValueError(f"family={family!r} must be one of {FAMILIES}")
+
 def weight_rules(family: str, # one of FAMILIES
                  config: TransformerConfig,
                 ) -> list: # [(our name, (HF names...), how)], how = "copy" | "transpose" | "concat"
     "The name mapping between our `DecoderOnlyLM` state dict and a Hugging Face checkpoint, layer by layer."
-    if family not in FAMILIES: raise ValueError(f"family={family!r} must be one of {FAMILIES}")
-    c, rules = config, []
+    _check_family(family)
+    c, rules = _check_type("config", config, TransformerConfig, "a TransformerConfig"), []
     if family == "gpt2":
         top = [("tok.weight", "transformer.wte.weight", "copy"), ("pos.absolute.weight", "transformer.wpe.weight", "copy")]
         layer = [("self_attn.norm.weight", "ln_1.weight", "copy"), ("self_attn.norm.bias", "ln_1.bias", "copy"),
@@ -196,6 +211,7 @@ def to_hf(rule, t: Tensor, config) -> list:
 # %% ../nbs/13_checkpoints.ipynb #25eeb4e1
 def mapping_table(family: str, config: TransformerConfig|None=None) -> str:
     "The name mapping of a family as a Markdown table, layer 0 standing for every layer."
+    _check_family(family); _check_type("config", config, TransformerConfig, "a TransformerConfig", allow_none=True)
     if config is None:
         kw = dict(vocab_size=8, d_model=8, n_heads=2, n_layers=1, d_ff=8, tie_embeddings=False, scale_embeddings=False)
         config = (TransformerConfig(positional="learned", activation="gelu_tanh", **kw) if family == "gpt2" else
@@ -219,6 +235,7 @@ def _read_json(file: Path) -> dict:
 
 def weight_files(path: Path) -> list:
     "The weight files of a checkpoint directory, in reading order: shards from the index, or the single file."
+    path = Path(_check_type("path", path, (str, os.PathLike), "a str or os.PathLike (a directory)"))
     for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
         if (path / index).is_file():
             wm = _read_json(path / index).get("weight_map")
@@ -359,6 +376,8 @@ def config_to_hf(config: TransformerConfig, # the model's config
                  dtype: torch.dtype=torch.float32, # written as config.json's dtype
                 ) -> dict: # config.json's content
     "The Hugging Face config.json that describes the same model (GPT-2, LLaMA or Qwen2, chosen from the config)."
+    _check_type("config", config, TransformerConfig, "a TransformerConfig")
+    if not isinstance(dtype, torch.dtype) or dtype not in _HF_DTYPE: raise TypeError(f"dtype={dtype!r} must be one of {list(_HF_DTYPE)}")
     c, fam = config, _family_of(config)
     common = dict(vocab_size=c.vocab_size, tie_word_embeddings=c.tie_embeddings, dtype=_HF_DTYPE[dtype],
                   bos_token_id=None, eos_token_id=None, pad_token_id=None, use_cache=True)

@@ -5,6 +5,7 @@
 # %% ../nbs/09_training.ipynb #4f0c8cb5
 from __future__ import annotations
 import argparse, hashlib, inspect, json, math, numbers, os, resource, socket, sys, tempfile, time, traceback
+from collections.abc import Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
@@ -16,10 +17,52 @@ import torch.utils.checkpoint
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
-from .attention import check_int
+from .attention import check_bool, check_int, check_values
 from .masks import padding_mask
 from .blocks import EncoderBlock, DecoderBlock, DecoderOnlyBlock
-from .model import TransformerConfig, Transformer, DecoderOnlyLM, count_parameters
+from .model import TransformerConfig, Transformer, DecoderOnlyLM, check_targets, check_tokens, count_parameters
+
+# -- argument checks shared by this module (each raises naming the argument, the value and the rule) --
+def _check_real(name, value, rule, ok, allow_none=False):
+    "Return a finite real `value` for which ok(value) holds; else TypeError/ValueError naming `name`, the value and `rule`."
+    if value is None and allow_none: return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real): raise TypeError(f"{name}={value!r} must be {rule}")
+    if not math.isfinite(value) or not ok(value): raise ValueError(f"{name}={value!r} must be {rule}")
+    return value
+
+def _check_type(name, value, types, what, allow_none=False):
+    "Return `value` if it is an instance of `types` (or None when allowed); else a TypeError naming `name`, `what` it must be and what it is."
+    if (value is None and allow_none) or isinstance(value, types): return value
+    raise TypeError(f"{name} must be {what}{' or None' if allow_none else ''}, got {type(value).__name__}")
+
+def _check_iterable(name, value, what):
+    "A TypeError naming `name` unless `value` is an iterable (a str or bytes is refused: it would be read one character at a time)."
+    if isinstance(value, (str, bytes, Tensor)) or not isinstance(value, Iterable):
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
+
+def _check_model(model, name="model"): return _check_type(name, model, nn.Module, "a torch.nn.Module")
+
+def _check_index(idx, n: int) -> Tensor: # (B,) int64 or int32
+    "`idx` as a 1-D integer tensor of indices in [0, n) (examples of a data set); a TypeError/ValueError naming idx otherwise."
+    if not isinstance(idx, Tensor):
+        _check_iterable("idx", idx, "a 1-D tensor or a sequence of int indices")
+        idx = list(idx)
+        bad = [i for i in idx if isinstance(i, bool) or not isinstance(i, numbers.Integral)]
+        if bad: raise TypeError(f"idx holds {bad[0]!r}; every index must be an int")
+        idx = torch.tensor(idx, dtype=torch.long)                        # (B,)
+    if idx.dtype not in (torch.int64, torch.int32): raise TypeError(f"idx.dtype={idx.dtype} must be torch.int64 or torch.int32 (indices)")
+    if idx.dim() != 1: raise ValueError(f"idx.dim()={idx.dim()} must be 1: (B,) indices")
+    check_values((idx >= 0) & (idx < n), lambda: f"idx holds indices from {int(idx.min())} to {int(idx.max())}; "
+                                                 f"every index must be in [0, len(data)={n})")
+    return idx
+
+def _check_seed(seed): return check_int("seed", seed, 0)
+
+def _check_device(name, device) -> str:
+    "The canonical string of a torch device; a TypeError/ValueError naming `name` for anything torch.device refuses."
+    if not isinstance(device, (str, torch.device)): raise TypeError(f"{name}={device!r} must be a str such as 'cpu' or 'cuda:0'")
+    try: return str(torch.device(device))
+    except RuntimeError: raise ValueError(f"{name}={device!r} must name a torch device such as 'cpu' or 'cuda:0'") from None
 
 # %% auto #0
 __all__ = ['SPECIALS', 'PAD', 'BOS', 'EOS', 'STDLIB_MODULES', 'PRECISIONS', 'PARALLEL', 'TASKS', 'Vocab', 'reverse_pairs',
@@ -39,6 +82,8 @@ class Vocab:
     def __init__(self, tokens, # the tokens (repeats are dropped, first occurrence wins)
                  specials: bool=True, # reserve <pad>, <bos>, <eos> (seq2seq); a character LM needs none
                 ):
+        if not isinstance(tokens, str): _check_iterable("tokens", tokens, "an iterable of tokens (a list of str, or a str of characters)")
+        check_bool("specials", specials)
         first = list(SPECIALS) if specials else []
         self.itos = first + [t for t in dict.fromkeys(tokens) if t not in first]
         if not self.itos: raise ValueError("tokens is empty: a vocabulary needs at least one token")
@@ -51,8 +96,17 @@ class Vocab:
         except KeyError as e: raise ValueError(f"token {e.args[0]!r} is not in the vocabulary") from None
     def decode(self, ids, sep: str="") -> str:
         "Tokens of `ids` joined by `sep`; with specials, stops at <eos> and skips <pad>/<bos>."
-        ids = ids.tolist() if isinstance(ids, Tensor) else list(ids)
+        if not isinstance(sep, str): raise TypeError(f"sep={sep!r} must be a str")
+        if not isinstance(ids, Tensor):
+            _check_iterable("ids", ids, "a sequence of ints or a 1-D tensor of ids"); ids = list(ids)
+            if any(isinstance(i, bool) or not isinstance(i, numbers.Integral) for i in ids):
+                raise TypeError(f"ids={ids!r} must hold ints (token ids)")
+            ids = torch.tensor(ids, dtype=torch.long)                    # (T,)
+        if ids.dim() != 1: raise ValueError(f"ids.dim()={ids.dim()} must be 1: one sequence of ids")
+        if self.specials and bool((ids == EOS).any()): ids = ids[:int((ids == EOS).int().argmax())]   # nothing after <eos> is read
+        if ids.numel(): check_tokens(ids[None], len(self), "ids")        # (1, T): the model's id rules, vocab_size = len(vocab)
         out = []
+        ids = ids.tolist()
         for i in ids:
             if self.specials and i == EOS: break
             if self.specials and i in (PAD, BOS): continue
@@ -68,7 +122,7 @@ def reverse_pairs(n: int, # number of (source, target) pairs
                  ) -> list: # [(source tokens, target tokens), ...]
     "Random letter strings and their reversal (or copy): the smallest task that needs attention."
     check_int("n", n); check_int("min_len", min_len); check_int("max_len", max_len, min_len)
-    check_int("n_symbols", n_symbols, 1, 26)
+    check_int("n_symbols", n_symbols, 1, 26); check_bool("copy", copy); _check_seed(seed)
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(min_len, max_len + 1, (n,), generator=g).tolist()
     pairs = []
@@ -99,12 +153,13 @@ def number_to_words(n: int, # 0 <= n <= 999_999
 # %% ../nbs/09_training.ipynb #26ff24dc
 def word_tokens(text: str) -> list:
     "Split number words into tokens: 'forty-two thousand' → ['forty', 'two', 'thousand']."
+    _check_type("text", text, str, "a str")
     return text.replace("-", " ").split()
 
 def split_numbers(n_train: int, n_test: int, # sizes of two disjoint sets
                   max_number: int=999_999, seed: int=0) -> tuple: # (train numbers, test numbers)
     "Two disjoint random sets of integers from [0, max_number]: no test number is ever trained on."
-    check_int("n_train", n_train); check_int("n_test", n_test); check_int("max_number", max_number, 0)
+    check_int("n_train", n_train); check_int("n_test", n_test); check_int("max_number", max_number, 0); _check_seed(seed)
     if n_train + n_test > max_number + 1:
         raise ValueError(f"n_train + n_test = {n_train + n_test} must be <= max_number + 1 = {max_number + 1}")
     perm = torch.randperm(max_number + 1, generator=torch.Generator().manual_seed(seed))[:n_train + n_test].tolist()
@@ -116,6 +171,7 @@ def translate_pairs(numbers, # integers in [0, 999999]
     "Number words ↔ digit strings, one token per word and one per digit."
     if direction not in ("words2digits", "digits2words"):
         raise ValueError(f"direction={direction!r} must be 'words2digits' or 'digits2words'")
+    _check_iterable("numbers", numbers, "an iterable of ints in [0, 999999]")
     pairs = [(word_tokens(number_to_words(n)), list(str(n))) for n in numbers]
     return pairs if direction == "words2digits" else [(d, w) for w, d in pairs]
 
@@ -127,7 +183,7 @@ def numbers_by_digits(per_digits: int, # how many numbers of each length 1 ... 6
                       exclude=(), # numbers never to draw (the training and validation numbers)
                       seed: int=0) -> list:
     "Numbers stratified by their number of digits, none of them in `exclude`: a test set that measures short numbers too."
-    check_int("per_digits", per_digits)
+    check_int("per_digits", per_digits); _check_iterable("exclude", exclude, "an iterable of ints"); _check_seed(seed)
     g, out, banned = torch.Generator().manual_seed(seed), [], set(exclude)
     for d in range(1, 7):
         pool = [n for n in range(0 if d == 1 else 10 ** (d - 1), 10 ** d) if n not in banned]
@@ -141,8 +197,11 @@ class Seq2SeqData:
     def __init__(self, pairs, # [(source tokens, target tokens), ...]
                  vocab: Vocab|None=None, # default: built from the pairs (sorted tokens after the specials)
                 ):
-        pairs = list(pairs)
+        _check_type("vocab", vocab, Vocab, "a Vocab", allow_none=True)
+        _check_iterable("pairs", pairs, "an iterable of (source tokens, target tokens) pairs"); pairs = list(pairs)
         if not pairs: raise ValueError("pairs is empty: a data set needs at least one (source, target) pair")
+        bad = [p for p in pairs if not (isinstance(p, (tuple, list)) and len(p) == 2)]
+        if bad: raise TypeError(f"pairs holds {bad[0]!r}; every entry must be a (source tokens, target tokens) pair")
         self.vocab = vocab or Vocab(sorted({t for s, t_ in pairs for t in (*s, *t_)}))
         self.src = [self.vocab.encode(s) for s, _ in pairs]
         self.tgt = [self.vocab.encode(t) for _, t in pairs]
@@ -153,7 +212,7 @@ class Seq2SeqData:
     def batch(self, idx, # indices of the examples
              ) -> dict: # src (B, S), src_keep (B, S), tgt_in (B, T), targets (B, T)
         "Right-padded batch: tgt_in = <bos> y, targets = y <eos> with -100 on padding (ignored by the loss)."
-        idx = idx.tolist() if isinstance(idx, Tensor) else list(idx)
+        idx = _check_index(idx, len(self)).tolist()
         src, tgt = [self.src[i] for i in idx], [self.tgt[i] for i in idx]
         S, T = max(map(len, src)), max(map(len, tgt)) + 1
         pad = lambda seqs, L, v: torch.tensor([s + [v] * (L - len(s)) for s in seqs])
@@ -169,15 +228,17 @@ class LMData:
     def __init__(self, ids: Tensor, # (N,) token ids
                  block_size: int, # T: context length of one example
                  vocab: Vocab):
-        check_int("block_size", block_size)
-        if ids.dim() != 1 or ids.numel() < block_size + 1:
+        check_int("block_size", block_size); _check_type("vocab", vocab, Vocab, "a Vocab")
+        if isinstance(ids, Tensor) and ids.dim() != 1: raise ValueError(f"ids.dim()={ids.dim()} must be 1: (N,) a token stream")
+        if isinstance(ids, Tensor) and ids.numel() < block_size + 1:
             raise ValueError(f"ids has {ids.numel()} tokens; it needs at least block_size + 1 = {block_size + 1}")
+        check_tokens(ids[None] if isinstance(ids, Tensor) else ids, len(vocab), "ids")    # (1, N): the model's id rules, vocab_size = len(vocab)
         self.ids, self.block_size, self.vocab = ids, block_size, vocab
     def __len__(self): return self.ids.numel() - self.block_size      # windows that start at 0 .. N-T-1
     def eval_indices(self) -> Tensor: return torch.arange(0, len(self), self.block_size)   # non-overlapping windows
     def batch(self, idx) -> dict: # idx (B, T), targets (B, T)
         "Windows starting at `idx`: targets are the inputs shifted by one."
-        idx = torch.as_tensor(idx)
+        idx = _check_index(idx, len(self))                          # (B,) window starts
         w = idx[:, None] + torch.arange(self.block_size + 1)        # (B, T+1) positions
         x = self.ids[w]                                             # (B, T+1)
         return dict(idx=x[:, :-1], targets=x[:, 1:])               # (B, T) each
@@ -190,10 +251,15 @@ def stdlib_corpus(modules=STDLIB_MODULES, # names of pure-Python standard-librar
                  ) -> str:
     "The source code of a fixed list of standard-library modules of the running Python, joined: no download."
     import importlib
+    _check_iterable("modules", modules, "an iterable of module names (str)")
     texts = []
     for name in modules:
-        path = inspect.getsourcefile(importlib.import_module(name))
-        if path is None: raise ValueError(f"module {name!r} has no Python source file")
+        if not isinstance(name, str): raise TypeError(f"modules holds {name!r}; every entry must be a module name (a str)")
+        try: module = importlib.import_module(name)
+        except ImportError: raise ValueError(f"module {name!r} cannot be imported: modules must name standard-library modules") from None
+        try: path = inspect.getsourcefile(module)
+        except TypeError: path = None                                        # built into the interpreter
+        if path is None: raise ValueError(f"module {name!r} has no Python source file (it is built in or compiled)")
         texts.append(Path(path).read_text(encoding="utf-8"))
     return "\n".join(texts)
 
@@ -202,8 +268,9 @@ def char_lm_data(text: str, # the corpus
                  val_fraction: float=0.1, # the last part of the text is held out
                 ) -> tuple: # (train LMData, val LMData), one shared character vocabulary
     "Character-level train/val split of `text`: the first 1 - val_fraction for training, the rest for validation."
-    if not isinstance(text, str) or not text: raise ValueError("text is empty: a corpus needs at least one character")
-    if not 0 < val_fraction < 1: raise ValueError(f"val_fraction={val_fraction!r} must be in (0, 1)")
+    _check_type("text", text, str, "a str")
+    if not text: raise ValueError("text is empty: a corpus needs at least one character")
+    _check_real("val_fraction", val_fraction, "a number in (0, 1)", lambda v: 0 < v < 1)
     vocab = Vocab(sorted(set(text)), specials=False)
     ids = torch.tensor(vocab.encode(text))                     # (N,)
     n = int(len(ids) * (1 - val_fraction))
@@ -216,21 +283,12 @@ def noam_lr(step: int, # optimizer step, counted from 1
            ) -> float:
     "Vaswani et al. (2017) §5.3: factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)."
     check_int("step", step); check_int("d_model", d_model); check_int("warmup", warmup)
+    _check_real("factor", factor, "a finite number > 0", lambda v: v > 0)
     return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 
 # %% ../nbs/09_training.ipynb #b684c570
 PRECISIONS = ("fp32", "bf16", "fp16")      # float32; bfloat16 autocast; float16 autocast with a GradScaler (CUDA only)
 PARALLEL = ("none", "ddp", "fsdp")          # one process; DistributedDataParallel; FSDP2 (fully_shard per block)
-
-def _check_real(name, value, rule, ok, allow_none=False):
-    "Return a finite real `value` for which ok(value) holds; else TypeError/ValueError naming `name`, the value and `rule`."
-    if value is None and allow_none: return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real): raise TypeError(f"{name}={value!r} must be {rule}")
-    if not math.isfinite(value) or not ok(value): raise ValueError(f"{name}={value!r} must be {rule}")
-    return value
-
-def _check_bool(name, value):
-    if not isinstance(value, bool): raise TypeError(f"{name}={value!r} must be a bool (True or False)")
 
 @dataclass
 class TrainConfig:
@@ -265,10 +323,8 @@ class TrainConfig:
         _check_real("weight_decay", self.weight_decay, "a finite number >= 0", lambda v: v >= 0)
         _check_real("label_smoothing", self.label_smoothing, "a number in [0, 1)", lambda v: 0 <= v < 1)
         _check_real("clip", self.clip, "a finite number > 0, or None", lambda v: v > 0, allow_none=True)
-        if not isinstance(self.device, (str, torch.device)): raise TypeError(f"device={self.device!r} must be a str such as 'cpu' or 'cuda:0'")
-        try: self.device = str(torch.device(self.device))
-        except RuntimeError: raise ValueError(f"device={self.device!r} must name a torch device such as 'cpu' or 'cuda:0'") from None
-        for name in ("progress", "checkpointing"): _check_bool(name, getattr(self, name))
+        self.device = _check_device("device", self.device)
+        for name in ("progress", "checkpointing"): check_bool(name, getattr(self, name))
         if self.precision not in PRECISIONS: raise ValueError(f"precision={self.precision!r} must be one of {PRECISIONS}")
         if self.precision == "fp16" and not self.device.startswith("cuda"):
             raise ValueError(f"precision='fp16' needs a CUDA device, got device={self.device!r}: float16 needs a GradScaler "
@@ -280,35 +336,60 @@ class TrainConfig:
                              "a step is grad_accum micro-batches of equal size")
 
 # %% ../nbs/09_training.ipynb #e94723ca
+_BATCH_KEYS = {"seq2seq": ("src", "src_keep", "tgt_in"), "lm": ("idx",)}
+
+def _check_batch(batch, kind=None, targets=False) -> str:
+    "The kind ('seq2seq' or 'lm') of a batch dict; a TypeError/ValueError naming `batch` and the keys it lacks."
+    _check_type("batch", batch, dict, "a dict of tensors (what Seq2SeqData.batch or LMData.batch returns)")
+    kind = kind or ("seq2seq" if "src" in batch else "lm")
+    missing = [k for k in _BATCH_KEYS[kind] + (("targets",) if targets else ()) if k not in batch]
+    if missing: raise ValueError(f"batch has keys {sorted(map(str, batch))} and lacks {missing}: a {kind} batch needs "
+                                 f"{list(_BATCH_KEYS[kind])}" + (" and 'targets'" if targets else ""))
+    return kind
+
+def _check_kind(model, kind, name="data"):
+    "A ValueError unless a Transformer meets seq2seq data and a DecoderOnlyLM LM data (other modules pass: the caller's own)."
+    inner = getattr(model, "module", model)                              # DDP wraps the model in .module
+    if isinstance(inner, (Transformer, DecoderOnlyLM)) and (kind == "seq2seq") != isinstance(inner, Transformer):
+        raise ValueError(f"{name} holds {kind} data but model is a {type(inner).__name__}: a Transformer takes seq2seq data, "
+                         "a DecoderOnlyLM LM data")
+
 def model_logits(model: nn.Module, batch: dict) -> Tensor: # (B, T, V)
     "Run a `Transformer` on a seq2seq batch or a `DecoderOnlyLM` on an LM batch."
-    if "src" in batch: return model(batch["src"], batch["tgt_in"], src_keep=batch["src_keep"])
+    _check_model(model)
+    kind = _check_batch(batch); _check_kind(model, kind, "batch")
+    if kind == "seq2seq": return model(batch["src"], batch["tgt_in"], src_keep=batch["src_keep"])
     return model(batch["idx"])
 
 def batch_loss(model: nn.Module, batch: dict,
                label_smoothing: float=0.0, # ε_ls: the target is (1-ε)·one-hot + ε/V
               ) -> tuple: # (summed loss over counted tokens, number of counted tokens)
     "Summed cross-entropy (with label smoothing) over the target tokens that are not -100."
+    _check_model(model); _check_batch(batch, targets=True)
+    _check_real("label_smoothing", label_smoothing, "a number in [0, 1)", lambda v: 0 <= v < 1)
     logits = model_logits(model, batch)                                    # (B, T, V)
+    check_targets(batch["targets"], logits.shape[:2], logits.shape[-1])    # the model's rule: ids in [0, V) or -100, not all -100
     z = logits.flatten(0, 1).to(torch.promote_types(logits.dtype, torch.float32))   # (B*T, V), in >= float32
-    t = batch["targets"].flatten()                                         # (B*T,)
+    t = batch["targets"].flatten().long()                                  # (B*T,)
     total = F.cross_entropy(z, t, ignore_index=-100, label_smoothing=label_smoothing, reduction="sum")
     return total, (t != -100).sum()
 
 # %% ../nbs/09_training.ipynb #a7c10001
 def autocast(cfg: TrainConfig):
     "The autocast context of `cfg.precision`: nothing for fp32, bfloat16 or float16 autocast on the config's device."
+    _check_type("cfg", cfg, TrainConfig, "a TrainConfig")
     if cfg.precision == "fp32": return nullcontext()
     dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float16
     return torch.autocast(torch.device(cfg.device).type, dtype=dtype)
 
 def model_blocks(model: nn.Module) -> list:
     "The Transformer blocks of a model, in order (encoder, decoder or decoder-only blocks)."
+    _check_model(model)
     return [m for m in model.modules() if isinstance(m, (EncoderBlock, DecoderBlock, DecoderOnlyBlock))]
 
 def set_checkpointing(model: nn.Module, enabled: bool=True) -> nn.Module:
     "Make every block recompute its activations in the backward pass (torch.utils.checkpoint), or undo it."
-    _check_bool("enabled", enabled)
+    _check_model(model); check_bool("enabled", enabled)
     for block in model_blocks(model):
         if "forward" in block.__dict__: del block.forward                # undo an earlier call: the class's forward again
         if not enabled: continue
@@ -323,6 +404,7 @@ def set_checkpointing(model: nn.Module, enabled: bool=True) -> nn.Module:
 # %% ../nbs/09_training.ipynb #2a24410b
 def make_optimizer(model: nn.Module, cfg: TrainConfig, d_model: int) -> tuple: # (AdamW, LambdaLR)
     "AdamW with decay on matrices only (not biases, norms' gains), and the `noam_lr` schedule."
+    _check_model(model); _check_type("cfg", cfg, TrainConfig, "a TrainConfig"); check_int("d_model", d_model)
     params = list(model.parameters())                          # a tied tensor appears once
     groups = [dict(params=[p for p in params if p.dim() >= 2], weight_decay=cfg.weight_decay),
               dict(params=[p for p in params if p.dim() < 2], weight_decay=0.0)]
@@ -335,6 +417,8 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, d_model: int) -> tuple: #
 def evaluate_loss(model: nn.Module, data, # Seq2SeqData or LMData
                   batch_size: int=64, max_items: int=512, device="cpu") -> float:
     "Mean cross-entropy (no smoothing) per target token over the first `max_items` evaluation examples."
+    _check_model(model); _check_type("data", data, (Seq2SeqData, LMData), "a Seq2SeqData or an LMData")
+    check_int("batch_size", batch_size); check_int("max_items", max_items)
     was = model.training; model.eval()
     idx = data.eval_indices()[:max_items]
     total, count = 0.0, 0
@@ -345,10 +429,16 @@ def evaluate_loss(model: nn.Module, data, # Seq2SeqData or LMData
     model.train(was)
     return total / count
 
+def _check_seq2seq(model, data):
+    "TypeErrors naming `model` / `data` unless they are a Transformer and a Seq2SeqData (greedy decoding of translations)."
+    _check_type("model", model, Transformer, "a Transformer (an encoder-decoder for seq2seq data; a DecoderOnlyLM has no source)")
+    _check_type("data", data, Seq2SeqData, "a Seq2SeqData ((source, target) pairs; an LMData has no sources)")
+
 @torch.no_grad()
 def greedy_translate(model: Transformer, data: Seq2SeqData, idx, # which examples
                      device="cpu") -> list: # predicted target ids, each cut before <eos>
     "Greedy decoding with the KV cache; each output stops at its first <eos>."
+    _check_seq2seq(model, data)
     was = model.training; model.eval()
     b = data.batch(idx)
     out = model.generate(b["src"].to(device), data.max_tgt + 1, BOS, greedy=True, src_keep=b["src_keep"].to(device))
@@ -360,6 +450,7 @@ def greedy_translate(model: Transformer, data: Seq2SeqData, idx, # which example
 
 def match_flags(model: Transformer, data: Seq2SeqData, batch_size: int=256, max_items: int|None=None, device="cpu") -> list:
     "For each evaluated example: does its greedy output equal the target exactly?"
+    _check_seq2seq(model, data); check_int("batch_size", batch_size); check_int("max_items", max_items, allow_none=True)
     idx = data.eval_indices()[:max_items]
     flags = []
     for chunk in idx.split(batch_size):
@@ -378,9 +469,15 @@ def _sharded(model: nn.Module) -> bool:
     from torch.distributed.tensor import DTensor
     return any(isinstance(p, DTensor) for p in model.parameters())
 
+def _check_optimizer(optimizer): return _check_type("optimizer", optimizer, torch.optim.Optimizer, "a torch.optim.Optimizer", allow_none=True)
+
+def _check_scheduler(scheduler):
+    return _check_type("scheduler", scheduler, torch.optim.lr_scheduler.LRScheduler, "a torch.optim.lr_scheduler.LRScheduler", allow_none=True)
+
 def save_checkpoint(path, model: nn.Module, optimizer=None, scheduler=None, step: int=0, history: dict|None=None):
     "Save model, optimizer, scheduler, step, history and the model's config as tensors and plain values (weights_only loadable); FSDP: call on every rank, rank 0 writes."
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict, StateDictOptions
+    _check_model(model); _check_optimizer(optimizer); _check_scheduler(scheduler); check_int("step", step, 0)
     opts = StateDictOptions(full_state_dict=True, cpu_offload=True)     # gathered whole (FSDP), keyed by parameter names
     state = dict(model=get_model_state_dict(model, options=opts), step=step, history=history or {},
                  config=asdict(model.config) if hasattr(model, "config") else {})
@@ -410,6 +507,7 @@ def _read_checkpoint(path, device) -> dict:
 def load_checkpoint(path, model: nn.Module, optimizer=None, scheduler=None, device="cpu") -> dict:
     "Load a `save_checkpoint` file into `model` (sharded or not, any world size) and optimizer/scheduler after checking its config; return it."
     from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict, StateDictOptions
+    _check_model(model); _check_optimizer(optimizer); _check_scheduler(scheduler); device = _check_device("device", device)
     state = _read_checkpoint(path, device)
     saved, mine = state.get("config") or {}, asdict(model.config) if hasattr(model, "config") else {}
     diff = [f"{k}={saved[k]!r} in the file, {mine[k]!r} in the model" for k in saved if k in mine and saved[k] != mine[k]]
@@ -441,7 +539,9 @@ def batch_indices(n: int, # examples in the data set
                   rank: int=0, world_size: int=1,
                  ) -> Tensor: # (batch_size // world_size,) this rank's share of the global batch
     "The examples of step `step`: a function of (seed, step) only, so a resumed run sees the same batches."
-    check_int("batch_size", batch_size)
+    check_int("n", n, 0); check_int("batch_size", batch_size); check_int("step", step, 0); _check_seed(seed)
+    check_int("world_size", world_size); check_int("rank", rank, 0)
+    if rank >= world_size: raise ValueError(f"rank={rank} must be < world_size={world_size}")
     if batch_size > n: raise ValueError(f"batch_size={batch_size} must be <= the number of examples ({n})")
     if batch_size % world_size: raise ValueError(f"batch_size={batch_size} must be divisible by world_size={world_size}")
     g = torch.Generator().manual_seed(seed * 1_000_003 + step)
@@ -470,12 +570,14 @@ def parallel_mode(parallel: str|None, # TrainConfig.parallel
 def shard(model: nn.Module) -> nn.Module:
     "FSDP2: `fully_shard` every block (its parameters split over the ranks), then the root (embeddings, norms, head)."
     from torch.distributed.fsdp import fully_shard
+    _check_model(model)
     for block in model_blocks(model): fully_shard(block)
     fully_shard(model)                                                   # in place: `model` becomes an FSDPModule
     return model
 
 def state_bytes(model: nn.Module, optimizer=None) -> dict:
     "Bytes this process holds for parameters, gradients and optimizer state (only the local shard under FSDP)."
+    _check_model(model); _check_optimizer(optimizer)
     local = lambda t: t.to_local() if hasattr(t, "to_local") else t
     params = list(model.parameters())
     out = dict(parameters=sum(local(p).nbytes for p in params),
@@ -495,7 +597,10 @@ def train(model: nn.Module, # a `Transformer` (seq2seq data) or `DecoderOnlyLM` 
           on_eval=None, # optional callable(model, step) -> dict of metrics to log; {'stop': True} ends the run
          ) -> dict: # history: step, loss, lr, grad_norm, val_step, val_loss (+ on_eval's keys), bytes (`state_bytes`)
     "Train with AdamW, warm-up, label smoothing, clipping, autocast, accumulation and checkpointing; one process, DDP or FSDP."
-    if not isinstance(cfg, TrainConfig): raise TypeError(f"cfg must be a TrainConfig, got {type(cfg).__name__}")
+    _check_type("cfg", cfg, TrainConfig, "a TrainConfig"); _check_type("model", model, (Transformer, DecoderOnlyLM), "a Transformer or a DecoderOnlyLM")
+    for name, d in (("data", data), ("val", val)):
+        if _check_type(name, d, (Seq2SeqData, LMData), "a Seq2SeqData or an LMData", allow_none=name == "val") is not None: _check_kind(model, d.kind, name)
+    if on_eval is not None and not callable(on_eval): raise TypeError(f"on_eval={on_eval!r} must be None or a callable(model, step) -> dict")
     mode, (rank, ws) = parallel_mode(cfg.parallel), world()
     batch_indices(len(data), cfg.batch_size, 1, cfg.seed, rank, ws)   # check the batch size before any work
     if cfg.batch_size % (ws * cfg.grad_accum):
@@ -558,11 +663,13 @@ def cross_attention_weights(model: Transformer, batch: dict, # a seq2seq batch
                             layer: int=-1, # which decoder block
                            ) -> Tensor: # (B, H, T, S): how much each target position reads each source token
     "Cross-attention weights of one decoder block, recomputed explicitly (the model keeps no weights)."
+    _check_type("model", model, Transformer, "a Transformer (a DecoderOnlyLM has no cross-attention)")
+    _check_batch(batch, "seq2seq")
+    blocks = list(model.stack.decoder)
+    layer = check_int("layer", layer, -len(blocks), len(blocks) - 1) % len(blocks)
     was = model.training; model.eval()
     memory, mmask = model.encode(batch["src"], batch["src_keep"])           # (B, S, d_model)
     x = model.drop(model.pos(model.tgt_embed(batch["tgt_in"])))            # (B, T, d_model)
-    blocks = list(model.stack.decoder)
-    layer = range(len(blocks))[layer]
     for block in blocks[:layer]: x = block(x, memory, memory_mask=mmask, is_causal=True)
     blk = blocks[layer]
     x = blk.self_attn(x, is_causal=True)                                   # the self-attention sublayer (with residual)
@@ -582,7 +689,7 @@ def make_task(task: str, # one of TASKS
              ) -> tuple: # (train data, val data), or (train, val, test) when n_test > 0
     "Build the train and validation (and test) data of a named task."
     if task not in TASKS: raise ValueError(f"task={task!r} must be one of {TASKS}")
-    check_int("n_test", n_test, 0)
+    _check_seed(seed); check_int("n_train", n_train); check_int("n_val", n_val); check_int("n_test", n_test, 0)
     if task == "charlm" and n_test: raise ValueError(f"n_test={n_test} must be 0 for task='charlm' (its split is train/val)")
     if task in ("reverse", "copy"):
         pairs = reverse_pairs(n_train + n_val + n_test, 1, 12, 10, copy=task == "copy", seed=seed)
@@ -597,6 +704,7 @@ def make_task(task: str, # one of TASKS
 
 def make_model(data, d_model: int=64, n_heads: int=4, n_layers: int=2, dropout: float=0.0, seed: int=0) -> nn.Module:
     "A small `Transformer` for seq2seq data or `DecoderOnlyLM` for LM data, sized to the data's vocabulary."
+    _check_type("data", data, (Seq2SeqData, LMData), "a Seq2SeqData or an LMData"); _check_seed(seed)
     torch.manual_seed(seed)
     if data.kind == "seq2seq":
         cfg = TransformerConfig(len(data.vocab), d_model, n_heads, n_layers, d_ff=4 * d_model, dropout=dropout,
