@@ -176,3 +176,12 @@ def test_duck_typed_explorer(ex):
     assert not isinstance(other, scaling.ScalingExplorer)
     assert widgets.jacobian_curves(other, d_ks=(2,))["d_k"] == [2]
     assert "d_k=2</b>" in widgets.readout_html(other(2))
+
+
+def test_grid_scale_ignores_masked_scores():
+    "Scores with -inf (masked) share a finite colour range: the lowest finite value and the highest, never a NaN scale."
+    s = torch.tensor([[0.5, -float("inf")], [0.2, 0.3]])
+    fig = viz.heatmap_grid([s, 2 * s])
+    norm = fig.axes[0].images[0].norm
+    assert (norm.vmin, norm.vmax) == (0.0, 1.0)
+    buf = io.BytesIO(); fig.savefig(buf, format="png"); assert buf.getvalue()[:4] == b"\x89PNG"

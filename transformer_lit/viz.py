@@ -104,8 +104,10 @@ def heatmap_grid(maps, # a sequence of (Lq, Lk) maps, or a tensor (N, Lq, Lk)
     check_bool("shared_scale", shared_scale); check_bool("annotate", annotate)
     nrows = math.ceil(n / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols + 0.5, size * nrows), squeeze=False, constrained_layout=True)
-    vmax = max(float(np.nanmax(m)) for m in maps) if shared_scale else None
-    vmin = min(0.0, min(float(np.nanmin(m)) for m in maps)) if shared_scale else None
+    # -- the shared range spans the finite values: a masked score of -inf takes the lowest colour instead of a NaN scale
+    finite = np.concatenate([m[np.isfinite(m)] for m in maps])
+    vmax = float(finite.max()) if shared_scale and finite.size else None
+    vmin = min(0.0, float(finite.min())) if shared_scale and finite.size else None
     for i, ax in enumerate(axes.flat):
         if i >= n: ax.axis("off"); continue
         attention_heatmap(maps[i], q_labels, k_labels, ax=ax, title=None if titles is None else titles[i],
