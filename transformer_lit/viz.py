@@ -4,9 +4,10 @@
 
 # %% ../nbs/viz.ipynb #ca4fcb9c
 from __future__ import annotations
-import base64, hashlib, html, io, itertools, json, math
+import base64, hashlib, html, inspect, io, itertools, json, math, numbers
 import numpy as np
 import torch
+from .attention import check_bool, check_int
 
 # %% auto #0
 __all__ = ['to_numpy', 'attention_heatmap', 'heatmap_grid', 'FramePlayer']
@@ -16,22 +17,46 @@ def to_numpy(x):
     "A detached float numpy copy of a tensor or array-like."
     return x.detach().float().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=float)
 
+def _check_positive(name, x, allow_none=False):
+    "Raise unless `x` is a finite real number > 0 (or None when allowed); return it."
+    if x is None and allow_none: return None
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or x <= 0:
+        raise (ValueError if isinstance(x, numbers.Real) and not isinstance(x, bool) else TypeError)(
+            f"{name}={x!r} must be a finite number > 0" + (" or None" if allow_none else ""))
+    return x
+
+def _as_map(name, x):
+    "The (Lq, Lk) numpy map of `x`; raise naming `name` unless it is a non-empty 2-d array of numbers."
+    try: w = to_numpy(x)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{name} must be a tensor or array of numbers (Lq, Lk), got {type(x).__name__}: {e}") from None
+    if w.ndim != 2: raise ValueError(f"{name}.ndim={w.ndim} must be 2: (Lq, Lk)")
+    if 0 in w.shape: raise ValueError(f"{name}.shape={tuple(w.shape)} must have at least one row and one column")
+    return w
+
+def _check_labels(name, labels, n, what, of="the weights'"):
+    "Raise unless `labels` is None or a sequence of `n` labels, one per row or column (`what`) of the map named by `of`."
+    if labels is None: return
+    if isinstance(labels, (str, bytes)) or not hasattr(labels, '__len__'):
+        raise TypeError(f"{name}={labels!r} must be a list or tuple of labels, one per {what[:-1]}")
+    if len(labels) != n: raise ValueError(f"len({name})={len(labels)} must equal {n}, {of} {what}")
+
 def attention_heatmap(weights, # (Lq, Lk) weights, queries down the rows, keys along the columns
                       q_labels=None, # one label per query (row)
                       k_labels=None, # one label per key (column)
                       ax=None, # axes to draw on; default a new figure
                       title: str|None=None,
-                      annotate: bool|None=None, # write the values in the cells; default when Lq*Lk <= 100
+                      annotate: bool|None=None, # write the values in the cells; default when Lq times Lk <= 100
                       vmin: float|None=0.0, vmax: float|None=None, # colour range; None = from the data
                       cmap: str="viridis",
                       colorbar: bool=True,
                      ):
     "Draw one attention map with token labels; returns the axes."
     import matplotlib.pyplot as plt
-    w = to_numpy(weights)
-    if w.ndim != 2: raise ValueError(f"weights.ndim={w.ndim} must be 2: (Lq, Lk)")
-    for name, labels, n in (("q_labels", q_labels, w.shape[0]), ("k_labels", k_labels, w.shape[1])):
-        if labels is not None and len(labels) != n: raise ValueError(f"len({name})={len(labels)} must equal {n}, the weights' {'rows' if name[0] == 'q' else 'columns'}")
+    w = _as_map("weights", weights)
+    _check_labels("q_labels", q_labels, w.shape[0], "rows"); _check_labels("k_labels", k_labels, w.shape[1], "columns")
+    if annotate is not None: check_bool("annotate", annotate)
+    check_bool("colorbar", colorbar)
     if ax is None: _, ax = plt.subplots(figsize=(0.45 * w.shape[1] + 2, 0.45 * w.shape[0] + 1.2))
     im = ax.imshow(w, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     for labels, setter, n in ((q_labels, ax.set_yticks, w.shape[0]), (k_labels, ax.set_xticks, w.shape[1])):
@@ -59,15 +84,30 @@ def heatmap_grid(maps, # a sequence of (Lq, Lk) maps, or a tensor (N, Lq, Lk)
                 ):
     "Draw several attention maps side by side; returns the figure."
     import matplotlib.pyplot as plt
-    maps = [to_numpy(m) for m in maps]
+    # -- every argument is checked before a figure exists: a bad call leaves no half-drawn figure behind
+    if isinstance(maps, (torch.Tensor, np.ndarray)) and maps.ndim != 3:
+        raise ValueError(f"maps.ndim={maps.ndim} must be 3: (N, Lq, Lk), or give a list of (Lq, Lk) maps")
+    if isinstance(maps, (str, bytes, dict)) or not hasattr(maps, '__iter__'):
+        raise TypeError(f"maps={maps!r} must be a tensor (N, Lq, Lk) or a list of (Lq, Lk) maps")
+    maps = [_as_map(f"maps[{i}]", m) for i, m in enumerate(maps)]
     n = len(maps)
     if n == 0: raise ValueError("maps is empty: give at least one (Lq, Lk) map")
-    if titles is not None and len(titles) != n: raise ValueError(f"len(titles)={len(titles)} must equal the number of maps, {n}")
-    ncols = ncols or min(n, 4)
+    if titles is not None:
+        if isinstance(titles, (str, bytes)) or not hasattr(titles, '__len__'):
+            raise TypeError(f"titles={titles!r} must be a list or tuple of titles, one per map")
+        if len(titles) != n: raise ValueError(f"len(titles)={len(titles)} must equal the number of maps, {n}")
+    for i, m in enumerate(maps):
+        _check_labels("q_labels", q_labels, m.shape[0], "rows", f"maps[{i}]'s")
+        _check_labels("k_labels", k_labels, m.shape[1], "columns", f"maps[{i}]'s")
+    ncols = check_int("ncols", ncols, allow_none=True) or min(n, 4)
+    _check_positive("size", size)
+    check_bool("shared_scale", shared_scale); check_bool("annotate", annotate)
     nrows = math.ceil(n / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols + 0.5, size * nrows), squeeze=False, constrained_layout=True)
-    vmax = max(float(np.nanmax(m)) for m in maps) if shared_scale else None
-    vmin = min(0.0, min(float(np.nanmin(m)) for m in maps)) if shared_scale else None
+    # -- the shared range spans the finite values: a masked score of -inf takes the lowest colour instead of a NaN scale
+    finite = np.concatenate([m[np.isfinite(m)] for m in maps])
+    vmax = float(finite.max()) if shared_scale and finite.size else None
+    vmin = min(0.0, float(finite.min())) if shared_scale and finite.size else None
     for i, ax in enumerate(axes.flat):
         if i >= n: ax.axis("off"); continue
         attention_heatmap(maps[i], q_labels, k_labels, ax=ax, title=None if titles is None else titles[i],
@@ -134,31 +174,65 @@ _PLAYER_JS = '''<script>
 # %% ../nbs/viz.ipynb #356a39cf
 def _fmt(v)->str: return f"{v:g}" if isinstance(v, float) else str(v)
 
+def _check_controls(controls)->dict:
+    "The controls as name -> tuple of values; raise unless names are str and each tuple is non-empty without repeats."
+    if not isinstance(controls, dict): raise TypeError(f"controls={controls!r} must be a non-empty dict: name -> sequence of values")
+    if not controls: raise ValueError(f"controls={controls!r} must be a non-empty dict: name -> sequence of values")
+    out = {}
+    for n, vs in controls.items():
+        if not isinstance(n, str): raise TypeError(f"controls has the name {n!r}: a control's name must be a str")
+        if isinstance(vs, (str, bytes, dict)) or not hasattr(vs, '__iter__'):
+            raise TypeError(f"controls[{n!r}]={vs!r} must be a sequence of values (a list or tuple)")
+        vs = tuple(vs)
+        if not vs: raise ValueError(f"controls[{n!r}] is empty: give at least one value")
+        for i, v in enumerate(vs):                       # equal values (1 and 1.0, 1 and True) would share one frame
+            if any(v == u for u in vs[:i]): raise ValueError(f"controls[{n!r}]={vs} repeats the value {v!r}: each value must occur once")
+        out[n] = vs
+    return out
+
+def _check_takes_controls(name, fn, controls):
+    "Raise a `TypeError` naming `name` when `fn` cannot be called with one keyword per control."
+    if fn is None: return
+    try: sig = inspect.signature(fn)
+    except (TypeError, ValueError): return                  # no signature to read (a builtin): the call will tell
+    try: sig.bind(**dict.fromkeys(controls))
+    except TypeError as e:
+        raise TypeError(f"{name} must take every control as a keyword ({', '.join(controls)}): {e}") from None
+
 class FramePlayer:
     "Precomputed pictures over a grid of control values, played by range inputs in self-contained HTML: no kernel needed."
     def __init__(self,
                  controls:dict,          # name -> the values of that control, in slider order: the grid is their product
-                 render,                 # render(**setting) -> PNG bytes or a matplotlib Figure for one setting
-                 caption=None,           # caption(**setting) -> an HTML string shown under the picture; default none
+                 render,                 # render(setting as keywords) -> PNG bytes or a matplotlib Figure for one setting
+                 caption=None,           # caption(setting as keywords) -> an HTML string shown under the picture; default none
                  value:dict|None=None,   # the setting shown first; default each control's first value
                  labels:dict|None=None,  # name -> the label shown beside its control; default the name
                  width:int|None=None,    # the picture's width in CSS pixels (it shrinks to the column); default its own
                  dpi:int|None=None,      # dpi when render returns a Figure; default the Figure's
                  colors:int|None=64,     # palette colours per frame (smaller pages); None keeps full colour
                 ):
-        if not isinstance(controls, dict) or not controls:
-            raise ValueError(f"controls={controls!r} must be a non-empty dict: name -> sequence of values")
-        self.controls = {n: tuple(vs) for n, vs in controls.items()}
-        for n, vs in self.controls.items():
-            if not vs: raise ValueError(f"controls[{n!r}] is empty: give at least one value")
+        # -- every argument is checked before the first frame is drawn
+        self.controls = _check_controls(controls)
+        if not callable(render): raise TypeError(f"render={render!r} must be a callable: render(setting as keywords) -> PNG bytes or a Figure")
+        if caption is not None and not callable(caption):
+            raise TypeError(f"caption={caption!r} must be a callable returning an HTML string, or None")
+        for name, d in (("value", value), ("labels", labels)):
+            if d is not None and not isinstance(d, dict): raise TypeError(f"{name}={d!r} must be a dict: control name -> {name[:-1] if name == 'labels' else 'value'}, or None")
         value = {n: vs[0] for n, vs in self.controls.items()} | (value or {})
         for n, v in value.items():
             if n not in self.controls: raise ValueError(f"value names {n!r}, which is not a control: {list(self.controls)}")
             if v not in self.controls[n]: raise ValueError(f"value[{n!r}]={v!r} is not one of the control's values {self.controls[n]}")
+        for n, lab in (labels or {}).items():
+            if n not in self.controls: raise ValueError(f"labels names {n!r}, which is not a control: {list(self.controls)}")
+            if not isinstance(lab, str): raise TypeError(f"labels[{n!r}]={lab!r} must be a str")
+        width, dpi = check_int("width", width, allow_none=True), _check_positive("dpi", dpi, allow_none=True)
+        colors = check_int("colors", colors, maximum=256, allow_none=True)     # a PNG palette holds at most 256 colours
+        for name, fn in (("render", render), ("caption", caption)):   # both are called with every control as a keyword
+            _check_takes_controls(name, fn, self.controls)
         self.value, self.labels, self.width = value, {n: n for n in self.controls} | (labels or {}), width
         self.settings = [dict(zip(self.controls, vs)) for vs in itertools.product(*self.controls.values())]
         self.frames = [_png_bytes(render(**s), dpi, colors) for s in self.settings]   # one PNG per setting, row-major
-        self.captions = [caption(**s) if caption else '' for s in self.settings]
+        self.captions = [_caption(caption, s) for s in self.settings]
 
     def index(self, **setting)->int:
         "Position in `frames` of a full setting (every control named)."
@@ -208,3 +282,10 @@ class FramePlayer:
     def nbytes(self)->int:
         "Size of the player's HTML in bytes: what it adds to a page."
         return len(self.html().encode())
+
+def _caption(caption, setting)->str:
+    "The caption of one setting: '' without a caption function; raise unless the function returns a str."
+    if caption is None: return ''
+    c = caption(**setting)
+    if not isinstance(c, str): raise TypeError(f"caption returned {type(c).__name__}: it must return an HTML string")
+    return c

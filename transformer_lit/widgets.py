@@ -7,22 +7,54 @@ __all__ = ['DK_STEPS', 'DK_GRID', 'TAU_GRID', 'jacobian_curves', 'ExplorerPlot',
            'explorer_player']
 
 # %% ../nbs/widgets.ipynb #5d829360
-import io, math
+import io, math, reprlib
 import torch
 try:
     from matplotlib.figure import Figure
 except ModuleNotFoundError as e:  # the library installs without the course's tools
     raise ModuleNotFoundError("transformer_lit.widgets draws with matplotlib, one of the course's tools: "
                               "pip install 'transformer_lit[lab]'") from e
-from .scaling import ExplorerView, ScalingExplorer, softmax_entropy
-from .viz import FramePlayer
+from .attention import check_bool, check_int
+from .scaling import ExplorerView, ScalingExplorer, softmax_entropy, _check_temperature
+from .viz import FramePlayer, _check_positive
 
 # %% ../nbs/widgets.ipynb #2ac51a39
 DK_STEPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)  # the slider's d_k values
 
+# -- checked by what the helpers use, not by isinstance: chapter 02 defines its own ScalingExplorer class and passes it here
+_EXPLORER_ATTRS = ('n_keys', 'max_d_k', 'curve', 'scores')
+_VIEW_ATTRS = ('d_k', 'scaled', 'temperature', 'seed', 'scores', 'probs', 'max_prob', 'entropy', 'jacobian_norm')
+
+def _check_explorer(explorer, allow_none=False):
+    "Return `explorer` (a new default `ScalingExplorer` for None when allowed); raise a `TypeError` for anything else."
+    if explorer is None and allow_none: return ScalingExplorer()
+    if not (callable(explorer) and all(hasattr(explorer, a) for a in _EXPLORER_ATTRS)):
+        raise TypeError(f"explorer={reprlib.repr(explorer)} must be a ScalingExplorer{' or None' if allow_none else ''}, "
+                        f"got {type(explorer).__name__}")
+    return explorer
+
+def _check_view(view):
+    "Raise a `TypeError` unless `view` is an `ExplorerView`."
+    if not all(hasattr(view, a) for a in _VIEW_ATTRS):
+        raise TypeError(f"view={reprlib.repr(view)} must be an ExplorerView (a ScalingExplorer's result), got {type(view).__name__}")
+
+def _check_grid(name, values)->tuple:
+    "The values of one control as a tuple; raise unless they are a non-empty list or tuple."
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, '__iter__'):
+        raise TypeError(f"{name}={values!r} must be a list or tuple of values")
+    values = tuple(values)
+    if not values: raise ValueError(f"{name}={values!r} is empty: give at least one value")
+    for i, v in enumerate(values):
+        if v in values[:i]: raise ValueError(f"{name}={values!r} repeats the value {v!r}: each value must occur once")
+    return values
+
 def jacobian_curves(explorer:ScalingExplorer, temperature:float=1.0, seed:int=0, d_ks=DK_STEPS)->dict:
     "Mean ‖J‖ (Frobenius) against d_k, unscaled (key False) and scaled (key True): the curves `ExplorerPlot.show` draws."
-    d_ks = [d for d in d_ks if d <= explorer.max_d_k]
+    explorer = _check_explorer(explorer)
+    temperature, seed = _check_temperature(temperature), check_int('seed', seed, minimum=0)
+    given = [check_int('d_k', d) for d in _check_grid('d_ks', d_ks)]
+    d_ks = [d for d in given if d <= explorer.max_d_k]     # the slider's steps beyond the explorer's largest d_k are left out
+    if not d_ks: raise ValueError(f"d_ks={tuple(given)} has no d_k <= max_d_k={explorer.max_d_k}: nothing to draw")
     return {'d_k': d_ks, **{sc: explorer.curve(d_ks, sc, temperature, seed)['jacobian_norm'].numpy() for sc in (False, True)}}
 
 
@@ -30,6 +62,9 @@ def jacobian_curves(explorer:ScalingExplorer, temperature:float=1.0, seed:int=0,
 class ExplorerPlot:
     "One explorer picture on three axes (score histogram, query 0's softmax, ‖J‖ against d_k), updated in place by `show`."
     def __init__(self, axes, n_keys:int=16, bins:int=60, max_d_k:int=1024):
+        if not hasattr(axes, '__len__'): raise TypeError(f"axes={reprlib.repr(axes)} must be a sequence of 3 matplotlib axes")
+        if len(axes) != 3: raise ValueError(f"len(axes)={len(axes)} must be 3: histogram, softmax, ‖J‖ against d_k")
+        n_keys, bins, max_d_k = check_int('n_keys', n_keys, minimum=2), check_int('bins', bins), check_int('max_d_k', max_d_k)
         self.axes, self.bins = axes, bins
         ax_h, ax_p, ax_j = axes
         # -- the artists are made once; `show` only moves them, so repeated updates stay cheap
@@ -53,6 +88,15 @@ class ExplorerPlot:
              curves:dict=None,   # the ‖J‖ curves from `jacobian_curves`; None keeps the ones drawn last
             ):
         "Draw one setting: move the bars, lines and marker and rewrite the titles."
+        _check_view(view)
+        if view.probs.shape[-1] != len(self.probs):
+            raise ValueError(f"view.probs.shape[-1]={view.probs.shape[-1]} must equal n_keys={len(self.probs)}, the keys this plot draws")
+        if curves is not None:
+            if not isinstance(curves, dict) or not {'d_k', False, True} <= set(curves):
+                raise TypeError(f"curves={reprlib.repr(curves)} must be a dict with the keys 'd_k', False and True (from jacobian_curves)")
+            if not len(curves['d_k']) == len(curves[False]) == len(curves[True]):
+                raise ValueError(f"curves has len(curves['d_k'])={len(curves['d_k'])}, len(curves[False])={len(curves[False])}, "
+                                 f"len(curves[True])={len(curves[True])}: they must be equal")
         ax_h, ax_p, ax_j = self.axes
         color = 'C0' if view.scaled else 'C1'
         s = view.scores.flatten().float()
@@ -73,12 +117,14 @@ class ExplorerPlot:
 
 def explorer_figure(explorer:ScalingExplorer, dpi:int=72):
     "A figure with fixed margins and its `ExplorerPlot`: every setting is laid out the same, so a picture depends on its setting only."
+    explorer, dpi = _check_explorer(explorer), _check_positive('dpi', dpi)
     fig = Figure(figsize=(13, 3.6), dpi=dpi)   # never shown by pyplot: its PNG bytes are what the widgets show
     fig.subplots_adjust(left=0.04, right=0.99, bottom=0.16, top=0.9, wspace=0.2)
     return fig, ExplorerPlot(fig.subplots(1, 3), explorer.n_keys, max_d_k=explorer.max_d_k)
 
 def readout_html(view:ExplorerView)->str:
     "The numbers shown under the picture, as HTML."
+    _check_view(view)
     return (f"<b>d_k={view.d_k}</b>, {'scaled' if view.scaled else 'unscaled'}, τ={view.temperature:.2f}, seed {view.seed}: "
             f"mean max p = {view.max_prob:.3f}, mean entropy = {view.entropy:.3f} nats, mean ‖J‖<sub>F</sub> = {view.jacobian_norm:.3f}")
 
@@ -88,8 +134,12 @@ class ExplorerUI:
     def __init__(self, explorer:ScalingExplorer=None, d_k:int=64, scaled:bool=True, temperature:float=1.0, seed:int=0,
                  dpi:int=72):
         import ipywidgets as W  # imported here: the kernel-free player needs no widgets
-        self.explorer = explorer or ScalingExplorer()
-        self.dpi = dpi
+        self.explorer, self.dpi = _check_explorer(explorer, allow_none=True), _check_positive('dpi', dpi)
+        # -- the values must lie on the sliders: a slider would silently clip one outside its range
+        d_k, seed = check_int('d_k', d_k), check_int('seed', seed, minimum=0, maximum=7)
+        check_bool('scaled', scaled)
+        if not 0.1 <= _check_temperature(temperature) <= 10:
+            raise ValueError(f"temperature={temperature!r} must be in [0.1, 10], the temperature slider's range")
         steps = [d for d in DK_STEPS if d <= self.explorer.max_d_k]
         wide = dict(layout=W.Layout(width='460px'), style={'description_width': '90px'})  # room for "temperature"
         self.d_k = W.SelectionSlider(options=steps, value=min(steps, key=lambda d: abs(d - d_k)), description='d_k',
@@ -141,7 +191,15 @@ def explorer_player(explorer:ScalingExplorer=None,
                     value:dict|None=None,        # the setting shown first; default d_k=64, scaled, τ=1 where on the grid
                    )->FramePlayer:
     "The explorer as a kernel-free `FramePlayer`: one picture per (d_k, scaled, temperature), drawn as `ExplorerUI` draws it."
-    explorer = explorer or ScalingExplorer()
+    explorer = _check_explorer(explorer, allow_none=True)
+    d_ks = tuple(check_int('d_k', d) for d in _check_grid('d_ks', d_ks))
+    for d in d_ks:
+        if d > explorer.max_d_k: raise ValueError(f"d_k={d} in d_ks must be <= max_d_k={explorer.max_d_k}, the explorer's largest")
+    scaled = _check_grid('scaled', scaled)
+    for s in scaled: check_bool('scaled', s)
+    temperatures = tuple(_check_temperature(t) for t in _check_grid('temperatures', temperatures))
+    seed = check_int('seed', seed, minimum=0)
+    if value is not None and not isinstance(value, dict): raise TypeError(f"value={value!r} must be a dict: control name -> value, or None")
     fig, plot = explorer_figure(explorer, dpi)
     curves = {}                                   # temperature -> the ‖J‖ curves, computed once each
     def render(d_k, scaled, temperature):

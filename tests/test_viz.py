@@ -1,0 +1,187 @@
+"""Bad input to the plot helpers (viz) and the explorer widgets (widgets): each is refused where it enters,
+with a message naming the argument, the value and the rule; legal calls keep drawing what they drew.
+
+These rows go beyond tests/bad_input_cases.py (which covers the arguments the table's coverage rule asks for):
+wrong container types, empty sizes, repeated control values, mismatched lengths, render functions that
+cannot take the controls, and values outside the live sliders' ranges.
+"""
+import io
+
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt                                    # noqa: E402
+import numpy as np                                                 # noqa: E402
+import pytest                                                      # noqa: E402
+import torch                                                       # noqa: E402
+from PIL import Image                                              # noqa: E402
+
+from transformer_lit import scaling, viz, widgets                  # noqa: E402
+
+
+def _png():
+    buf = io.BytesIO(); Image.new("RGB", (1, 1)).save(buf, format="PNG"); return buf.getvalue()
+PNG = _png()
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.fixture(scope="module")
+def ex():
+    return scaling.ScalingExplorer(n_keys=4, n_queries=8, max_d_k=16)
+
+
+def fp(**kw):
+    "A two-frame FramePlayer with `kw` replacing its arguments."
+    return viz.FramePlayer(**({"controls": {"a": [1, 2]}, "render": lambda a: PNG} | kw))
+
+
+M = torch.zeros(2, 2)
+VIZ_ROWS = [
+    # (id, call, exception, exact words)
+    ("heatmap.weights.str", lambda: viz.attention_heatmap("abc"), TypeError, "weights must be a tensor or array of numbers"),
+    ("heatmap.weights.empty", lambda: viz.attention_heatmap(torch.zeros(0, 3)), ValueError,
+     "weights.shape=(0, 3) must have at least one row and one column"),
+    ("heatmap.q_labels.int", lambda: viz.attention_heatmap(M, q_labels=3), TypeError, "q_labels=3 must be a list or tuple of labels"),
+    ("heatmap.k_labels.str", lambda: viz.attention_heatmap(M, k_labels="ab"), TypeError, "k_labels='ab' must be a list or tuple"),
+    ("heatmap.annotate.int", lambda: viz.attention_heatmap(M, annotate=1), TypeError, "annotate=1 must be a bool"),
+    ("heatmap.colorbar.none", lambda: viz.attention_heatmap(M, colorbar=None), TypeError, "colorbar=None must be a bool"),
+    ("grid.maps.int", lambda: viz.heatmap_grid(3), TypeError, "maps=3 must be a tensor (N, Lq, Lk) or a list"),
+    ("grid.maps.rank2", lambda: viz.heatmap_grid(M), ValueError, "maps.ndim=2 must be 3: (N, Lq, Lk)"),
+    ("grid.maps.item_rank1", lambda: viz.heatmap_grid([M, torch.zeros(2)]), ValueError, "maps[1].ndim=1 must be 2"),
+    ("grid.maps.item_empty", lambda: viz.heatmap_grid([torch.zeros(0, 2)]), ValueError, "maps[0].shape=(0, 2) must have at least one row"),
+    ("grid.ncols.zero", lambda: viz.heatmap_grid([M, M], ncols=0), ValueError, "ncols=0 must be a positive int or None"),
+    ("grid.ncols.float", lambda: viz.heatmap_grid([M, M], ncols=1.5), TypeError, "ncols=1.5 must be a positive int or None"),
+    ("grid.size.zero", lambda: viz.heatmap_grid([M], size=0), ValueError, "size=0 must be a finite number > 0"),
+    ("grid.size.nan", lambda: viz.heatmap_grid([M], size=float("nan")), ValueError, "size=nan must be a finite number > 0"),
+    ("grid.size.str", lambda: viz.heatmap_grid([M], size="big"), TypeError, "size='big' must be a finite number > 0"),
+    ("grid.titles.str", lambda: viz.heatmap_grid([M, M], titles="ab"), TypeError, "titles='ab' must be a list or tuple of titles"),
+    ("grid.q_labels.second_map", lambda: viz.heatmap_grid([M, torch.zeros(3, 2)], q_labels=["a", "b"]), ValueError,
+     "len(q_labels)=2 must equal 3, maps[1]'s rows"),
+    ("grid.shared_scale.str", lambda: viz.heatmap_grid([M], shared_scale="yes"), TypeError, "shared_scale='yes' must be a bool"),
+    ("player.controls.list", lambda: viz.FramePlayer([("a", [1])], lambda a: PNG), TypeError, "controls=[('a', [1])] must be a non-empty dict"),
+    ("player.controls.name_int", lambda: viz.FramePlayer({1: [1]}, lambda **s: PNG), TypeError, "controls has the name 1"),
+    ("player.controls.values_int", lambda: viz.FramePlayer({"a": 3}, lambda a: PNG), TypeError, "controls['a']=3 must be a sequence of values"),
+    ("player.controls.values_str", lambda: viz.FramePlayer({"a": "xy"}, lambda a: PNG), TypeError, "controls['a']='xy' must be a sequence"),
+    ("player.controls.repeat", lambda: viz.FramePlayer({"a": [1, 2, 1.0]}, lambda a: PNG), ValueError,
+     "controls['a']=(1, 2, 1.0) repeats the value 1.0"),
+    ("player.render.keywords", lambda: fp(render=lambda b: PNG), TypeError, "render must take every control as a keyword (a)"),
+    ("player.caption.keywords", lambda: fp(caption=lambda: ""), TypeError, "caption must take every control as a keyword (a)"),
+    ("player.caption.returns_int", lambda: fp(caption=lambda a: 3), TypeError, "caption returned int: it must return an HTML string"),
+    ("player.value.list", lambda: fp(value=[1]), TypeError, "value=[1] must be a dict"),
+    ("player.labels.list", lambda: fp(labels=["x"]), TypeError, "labels=['x'] must be a dict"),
+    ("player.labels.int", lambda: fp(labels={"a": 3}), TypeError, "labels['a']=3 must be a str"),
+    ("player.width.negative", lambda: fp(width=-3), ValueError, "width=-3 must be a positive int or None"),
+    ("player.width.css", lambda: fp(width="100px"), TypeError, "width='100px' must be a positive int or None"),
+    ("player.dpi.zero", lambda: fp(dpi=0), ValueError, "dpi=0 must be a finite number > 0 or None"),
+    ("player.colors.zero", lambda: fp(colors=0), ValueError, "colors=0 must be an int in [1, 256] or None"),
+    ("player.colors.above_palette", lambda: fp(colors=1000), ValueError, "colors=1000 must be an int in [1, 256] or None"),
+]
+
+
+@pytest.mark.parametrize("call,exc,words", [r[1:] for r in VIZ_ROWS], ids=[r[0] for r in VIZ_ROWS])
+def test_viz_bad_input(call, exc, words):
+    with pytest.raises(exc) as e: call()
+    assert words in str(e.value)
+
+
+WIDGET_ROWS = [
+    ("curves.d_ks.str", lambda ex: widgets.jacobian_curves(ex, d_ks="ab"), TypeError, "d_ks='ab' must be a list or tuple"),
+    ("curves.d_ks.empty", lambda ex: widgets.jacobian_curves(ex, d_ks=()), ValueError, "d_ks=() is empty"),
+    ("curves.d_ks.repeat", lambda ex: widgets.jacobian_curves(ex, d_ks=(2, 2)), ValueError, "d_ks=(2, 2) repeats the value 2"),
+    ("curves.d_ks.above_max", lambda ex: widgets.jacobian_curves(ex, d_ks=(32, 64)), ValueError,
+     "d_ks=(32, 64) has no d_k <= max_d_k=16: nothing to draw"),
+    ("curves.seed.str", lambda ex: widgets.jacobian_curves(ex, seed="0", d_ks=(2,)), TypeError, "seed='0' must be an int >= 0"),
+    ("plot.axes.two", lambda ex: widgets.ExplorerPlot(plt.subplots(1, 2)[1]), ValueError, "len(axes)=2 must be 3"),
+    ("plot.axes.int", lambda ex: widgets.ExplorerPlot(3), TypeError, "axes=3 must be a sequence of 3 matplotlib axes"),
+    ("plot.n_keys.one", lambda ex: widgets.ExplorerPlot(plt.subplots(1, 3)[1], n_keys=1), ValueError, "n_keys=1 must be an int >= 2"),
+    ("plot.bins.zero", lambda ex: widgets.ExplorerPlot(plt.subplots(1, 3)[1], bins=0), ValueError, "bins=0 must be a positive int"),
+    ("plot.max_d_k.zero", lambda ex: widgets.ExplorerPlot(plt.subplots(1, 3)[1], max_d_k=0), ValueError, "max_d_k=0 must be a positive int"),
+    ("show.view.str", lambda ex: widgets.explorer_figure(ex)[1].show("v"), TypeError, "view='v' must be an ExplorerView"),
+    ("show.view.other_n_keys",
+     lambda ex: widgets.explorer_figure(ex)[1].show(scaling.ScalingExplorer(n_keys=5, n_queries=4, max_d_k=8)(2)), ValueError,
+     "view.probs.shape[-1]=5 must equal n_keys=4"),
+    ("show.curves.list", lambda ex: widgets.explorer_figure(ex)[1].show(ex(2), [1, 2]), TypeError,
+     "curves=[1, 2] must be a dict with the keys 'd_k', False and True"),
+    ("show.curves.lengths", lambda ex: widgets.explorer_figure(ex)[1].show(ex(2), {"d_k": [1, 2], False: [1], True: [1, 2]}),
+     ValueError, "len(curves['d_k'])=2, len(curves[False])=1, len(curves[True])=2: they must be equal"),
+    ("figure.dpi.negative", lambda ex: widgets.explorer_figure(ex, dpi=-1), ValueError, "dpi=-1 must be a finite number > 0"),
+    ("figure.explorer.none", lambda ex: widgets.explorer_figure(None), TypeError, "explorer=None must be a ScalingExplorer, got NoneType"),
+    ("ui.explorer.str", lambda ex: widgets.ExplorerUI("e"), TypeError, "explorer='e' must be a ScalingExplorer or None, got str"),
+    ("ui.d_k.zero", lambda ex: widgets.ExplorerUI(ex, d_k=0), ValueError, "d_k=0 must be a positive int"),
+    ("ui.scaled.int", lambda ex: widgets.ExplorerUI(ex, scaled=1), TypeError, "scaled=1 must be a bool"),
+    ("ui.temperature.beyond_slider", lambda ex: widgets.ExplorerUI(ex, temperature=100.0), ValueError,
+     "temperature=100.0 must be in [0.1, 10], the temperature slider's range"),
+    ("ui.seed.beyond_slider", lambda ex: widgets.ExplorerUI(ex, seed=9), ValueError, "seed=9 must be an int in [0, 7]"),
+    ("ui.dpi.zero", lambda ex: widgets.ExplorerUI(ex, dpi=0), ValueError, "dpi=0 must be a finite number > 0"),
+    ("player.d_ks.empty", lambda ex: widgets.explorer_player(ex, d_ks=()), ValueError, "d_ks=() is empty"),
+    ("player.d_ks.str", lambda ex: widgets.explorer_player(ex, d_ks="4"), TypeError, "d_ks='4' must be a list or tuple"),
+    ("player.d_ks.repeat", lambda ex: widgets.explorer_player(ex, d_ks=(2, 2)), ValueError, "d_ks=(2, 2) repeats the value 2"),
+    ("player.d_ks.above_max", lambda ex: widgets.explorer_player(ex, d_ks=(2, 32)), ValueError, "d_k=32 in d_ks must be <= max_d_k=16"),
+    ("player.scaled.int", lambda ex: widgets.explorer_player(ex, d_ks=(2,), scaled=(1,)), TypeError, "scaled=1 must be a bool"),
+    ("player.scaled.empty", lambda ex: widgets.explorer_player(ex, d_ks=(2,), scaled=()), ValueError, "scaled=() is empty"),
+    ("player.temperatures.float", lambda ex: widgets.explorer_player(ex, d_ks=(2,), temperatures=1.0), TypeError,
+     "temperatures=1.0 must be a list or tuple"),
+    ("player.temperatures.negative", lambda ex: widgets.explorer_player(ex, d_ks=(2,), temperatures=(1.0, -1.0)), ValueError,
+     "temperature=-1.0 must be a finite number > 0"),
+    ("player.seed.str", lambda ex: widgets.explorer_player(ex, d_ks=(2,), seed="0"), TypeError, "seed='0' must be an int >= 0"),
+    ("player.value.list", lambda ex: widgets.explorer_player(ex, d_ks=(2,), value=[1]), TypeError, "value=[1] must be a dict"),
+    ("player.dpi.zero", lambda ex: widgets.explorer_player(ex, d_ks=(2,), dpi=0), ValueError, "dpi=0 must be a finite number > 0"),
+]
+
+
+@pytest.mark.parametrize("call,exc,words", [r[1:] for r in WIDGET_ROWS], ids=[r[0] for r in WIDGET_ROWS])
+def test_widgets_bad_input(ex, call, exc, words):
+    with pytest.raises(exc) as e: call(ex)
+    assert words in str(e.value)
+
+
+def test_bad_grid_draws_no_figure():
+    "heatmap_grid checks every argument before it makes a figure: a refused call leaves none open."
+    plt.close("all")
+    with pytest.raises(ValueError, match=r"len\(q_labels\)=2 must equal 3"):
+        viz.heatmap_grid([M, torch.zeros(3, 2)], q_labels=["a", "b"])
+    assert plt.get_fignums() == []
+
+
+def test_player_checks_before_drawing():
+    "FramePlayer refuses a bad argument before it renders a single frame."
+    calls = []
+    def render(a): calls.append(a); return PNG
+    with pytest.raises(ValueError, match="colors=0"): viz.FramePlayer({"a": [1, 2]}, render, colors=0)
+    assert calls == []
+
+
+def test_legal_calls_still_work(ex):
+    "Legal edge cases: a 1x1 map, ncols above the number of maps, one-value controls, keyword-only render functions."
+    assert viz.attention_heatmap(np.ones((1, 1))).images[0].get_array().shape == (1, 1)
+    fig = viz.heatmap_grid(torch.rand(2, 3, 3), ncols=3)
+    assert len(fig.axes) == 4                                        # 3 panels (one empty) and the shared colour bar
+    p = viz.FramePlayer({"a": [1, 2], "b": [False, True]}, lambda **s: PNG, caption=lambda a, b: f"{a} {b}",
+                        labels={"a": "A"}, width=300, dpi=50, colors=None)
+    assert len(p.frames) == 4 and p.captions[p.index(a=2, b=True)] == "2 True" and p.labels == {"a": "A", "b": "b"}
+    curves = widgets.jacobian_curves(ex, d_ks=(2, 16, 64))           # d_k above max_d_k=16 is left out, as before
+    assert curves["d_k"] == [2, 16] and len(curves[False]) == 2
+    player = widgets.explorer_player(ex, d_ks=(2,), scaled=(True,), temperatures=(1.0,))
+    assert len(player.frames) == 1 and "d_k=2</b>, scaled" in player.captions[0]
+
+
+def test_duck_typed_explorer(ex):
+    "A ScalingExplorer class defined again (as chapter 02 defines its own, in the notebook) is accepted: checked by what is used."
+    Copy = type("ScalingExplorer", (), dict(vars(scaling.ScalingExplorer)))
+    other = Copy(n_keys=4, n_queries=8, max_d_k=16)
+    assert not isinstance(other, scaling.ScalingExplorer)
+    assert widgets.jacobian_curves(other, d_ks=(2,))["d_k"] == [2]
+    assert "d_k=2</b>" in widgets.readout_html(other(2))
+
+
+def test_grid_scale_ignores_masked_scores():
+    "Scores with -inf (masked) share a finite colour range: the lowest finite value and the highest, never a NaN scale."
+    s = torch.tensor([[0.5, -float("inf")], [0.2, 0.3]])
+    fig = viz.heatmap_grid([s, 2 * s])
+    norm = fig.axes[0].images[0].norm
+    assert (norm.vmin, norm.vmax) == (0.0, 1.0)
+    buf = io.BytesIO(); fig.savefig(buf, format="png"); assert buf.getvalue()[:4] == b"\x89PNG"
