@@ -199,7 +199,7 @@ def test_auto_takes_triton_only_where_measured_faster_and_never_on_cpu(monkeypat
 @needs_triton
 def test_bad_inputs():
     q, k, v = qkv(8, 8, 16)
-    with pytest.raises(TypeError, match=r"^dtype=torch.float64 is not supported by the triton backend: use torch.float16, "
+    with pytest.raises(TypeError, match=r"^q.dtype=torch.float64 is not supported by the triton backend: use torch.float16, "
                                         r"torch.bfloat16 or torch.float32$"):
         ft.triton_flash_attention(q.double(), k.double(), v.double())
     with pytest.raises(ValueError, match=r"^head dim D=160 is not supported by the triton backend: it supports 1 <= D <= 128$"):
@@ -454,7 +454,7 @@ def test_launchers_check_their_inputs():
     with pytest.raises(ValueError, match=r"^q.stride\(\)=\(512, 256, 32, 2\) must have a contiguous last dim"):
         ft.triton_flash_forward(wide, k, v)
     o, lse2 = ft.triton_flash_forward(q, k, v)
-    with pytest.raises(TypeError, match=r"^dtype=torch.float64 is not supported by the triton backend"):
+    with pytest.raises(TypeError, match=r"^q.dtype=torch.float64 is not supported by the triton backend"):
         ft.triton_flash_backward(o.double(), q.double(), k.double(), v.double(), o.double(), lse2)
     with pytest.raises(TypeError, match=r"^scale='x' must be a number or None$"): ft.triton_flash_backward(o, q, k, v, o, lse2, scale="x")
 
