@@ -481,12 +481,12 @@ def bench_compile(config=None, # a TransformerConfig; default B8 T256 d256 L4 (v
     if not isinstance(config, TransformerConfig): raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
     batch, seq_len, repeats = check_int("batch", batch), check_int("seq_len", seq_len, 2), check_int("repeats", repeats)
     check_int("warmup", warmup, 0); check_int("seed", seed, 0)
-    if seq_len > config.max_len: raise ValueError(f"seq_len={seq_len} must be <= config.max_len={config.max_len}")
     if not callable(backend) and backend not in torch._dynamo.list_backends(exclude_tags=()):
         raise ValueError(f"backend={backend!r} must be a torch.compile backend: one of {torch._dynamo.list_backends(exclude_tags=())} or a callable")
     if isinstance(workloads, str): raise TypeError(f"workloads={workloads!r} must be a tuple of names, not a string")
     bad = [w for w in workloads if w not in ("forward", "train", "decode")]
     if bad or not workloads: raise ValueError(f"workloads={tuple(workloads)} must be a non-empty subset of ('forward', 'train', 'decode')")
+    if seq_len > config.max_len: raise ValueError(f"seq_len={seq_len} must be <= config.max_len={config.max_len}")
     device = torch.device(device)
     torch.manual_seed(seed)
     eager = DecoderOnlyLM(config).to(device).eval()
