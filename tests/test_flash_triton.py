@@ -215,7 +215,7 @@ def test_bad_inputs():
     with pytest.raises(TypeError, match=r"^q.dtype=torch.float32, k.dtype=torch.float16, v.dtype=torch.float32 must be equal$"):
         ft.triton_flash_attention(q, k.half(), v)                              # chapter 00's check_qkv
     if ft.interpreting():
-        with pytest.raises(TypeError, match=r"^dtype=torch.bfloat16 is not supported by the Triton interpreter .*"
+        with pytest.raises(TypeError, match=r"^q.dtype=torch.bfloat16 is not supported by the Triton interpreter .*"
                                             r"use torch.float16 or torch.float32 on a CPU, bfloat16 on CUDA$"):
             ft.triton_flash_attention(q.bfloat16(), k.bfloat16(), v.bfloat16())
 

@@ -422,7 +422,7 @@ def check_triton_inputs(q, k, v, # queries (B, H, Lq, D) or (H, Lq, D); keys and
     ok, why = triton_status(q.device)
     if not ok: raise RuntimeError(f"the triton backend is unavailable on {q.device}: {why}")
     if q.dtype == torch.bfloat16 and interpreting():
-        raise TypeError(f"dtype=torch.bfloat16 is not supported by the Triton interpreter (its bfloat16 tl.dot is wrong "
+        raise TypeError(f"q.dtype=torch.bfloat16 is not supported by the Triton interpreter (its bfloat16 tl.dot is wrong "
                         f"in triton {triton.__version__}): use torch.float16 or torch.float32 on a CPU, bfloat16 on CUDA")
 
 # %% ../nbs/11_flash_triton.ipynb #4ac72e9d
