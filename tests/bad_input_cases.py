@@ -476,7 +476,7 @@ RF = PO + "RotaryEmbedding.forward:"
 R("positional.RotaryEmbedding.forward.x.str", RF + "x", TypeError, [NAMED("x"), "str"], lambda: rope()("x"))
 R("positional.RotaryEmbedding.forward.x.int64", RF + "x", TypeError, ["x", "torch.int64"], lambda: rope()(T(1, 2, 3, 4).long()))
 R("positional.RotaryEmbedding.forward.x.head_dim", RF + "x", ValueError, ["x.shape=(1, 2, 3, 6)", "head_dim=4"], lambda: rope()(T(1, 2, 3, 6)))
-R("positional.RotaryEmbedding.forward.positions.float", RF + "positions", ValueError, ["positions", "torch.float32"],
+R("positional.RotaryEmbedding.forward.positions.float", RF + "positions", TypeError, ["positions.dtype=torch.float32"],
   lambda: rope()(T(1, 2, 3, 4), torch.tensor([0.0, 1.0, 2.0])))
 R("positional.RotaryEmbedding.forward.positions.length", RF + "positions", ValueError, ["positions", "T=3", "(2,)"],
   lambda: rope()(T(1, 2, 3, 4), torch.tensor([0, 1])))
