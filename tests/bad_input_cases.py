@@ -1857,6 +1857,13 @@ L("model.DecoderOnlyLM.float64", "model.DecoderOnlyLM", lambda: model.DecoderOnl
 L("model.DecoderOnlyLM.gqa_G1", "model.DecoderOnlyLM", lambda: model.DecoderOnlyLM(cfg(n_kv_heads=1)).eval()(ids()), shape_is(1, 3, V))
 L("model.DecoderOnlyLM.generate_B0", "model.DecoderOnlyLM.generate", lambda: lm().generate(torch.zeros(0, 2, dtype=torch.long), 2), shape_is(0, 4))
 L("model.DecoderOnlyLM.generate_zero_new", "model.DecoderOnlyLM.generate", lambda: lm().generate(ids(), 0), shape_is(1, 3))
+L("model.DecoderOnlyLM.generate_static_B0", "model.DecoderOnlyLM.generate",
+  lambda: lm().generate(torch.zeros(0, 2, dtype=torch.long), 2, static_cache=True), shape_is(0, 4))
+L("model.DecoderOnlyLM.generate_static", "model.DecoderOnlyLM.generate", lambda: lm().generate(ids(), 2, static_cache=True), shape_is(1, 5))
+L("multihead.StaticKVCache.B0", "multihead.StaticKVCache",
+  lambda: multihead.StaticKVCache(0, 2, 4, 4).append(T(0, 2, 1, 4), T(0, 2, 1, 4))[0], shape_is(0, 2, 4, 4))
+L("positional.sinusoidal_at.no_positions", "positional.sinusoidal_at", lambda: positional.sinusoidal_at(torch.arange(0), 8), shape_is(0, 8))
+L("bench.lm_inputs.B0", "bench.lm_inputs", lambda: bench.lm_inputs(cfg(), 0, 3)[0], shape_is(0, 3))
 L("model.Transformer.B0", "model.Transformer", lambda: s2s()(torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, 2, dtype=torch.long)), shape_is(0, 2, V))
 L("model.Transformer.T1", "model.Transformer", lambda: s2s()(ids(Tn=1), ids(Tn=1)), shape_is(1, 1, V))
 L("model.sample_next.B0", "model.sample_next", lambda: model.sample_next(torch.zeros(0, 5)), shape_is(0))
