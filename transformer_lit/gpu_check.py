@@ -12,7 +12,7 @@ import argparse, json, math, os, platform, sys, time
 import torch
 from . import flash_triton as ft
 from .attention import check_int
-from .bench import _check_deadline, _check_dtype, _check_log, bench_attention, markdown_table, time_ms
+from .bench import _check_deadline, _check_log, bench_attention, markdown_table, time_ms
 
 def _repeats(device) -> dict:
     "Timed runs and warm-up runs for the check: many on a GPU, few on a CPU (the interpreter is slow)."
