@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from transformer_lit import (attention, scaling, norm, ffn, positional, masks, multihead, blocks, model, train,
-                             checkpoints, flash, flash_triton, bench, viz)
+                             checkpoints, flash, flash_triton, bench, viz)  # gpu_check imported by its rows
 
 Row = namedtuple("Row", "id target call exc words")
 Legal = namedtuple("Legal", "id target call check")
@@ -228,6 +228,12 @@ R("attention.choose_backend.need_weights.with_flash", A + "choose_backend:need_w
   lambda: attention.choose_backend(*QKV(), need_weights=True, backend="flash"))
 R("attention.choose_backend.dropout_p.flash", A + "choose_backend:dropout_p", ValueError, ["backend='flash'", "dropout_p=0.5"],
   lambda: attention.choose_backend(*QKV(), dropout_p=0.5, backend="flash"))
+
+R("attention.check_bool.value.int", A + "check_bool:value", TypeError, ["flag=1", "bool"], lambda: attention.check_bool("flag", 1))
+R("attention.check_bool.name.used", A + "check_bool:name", TypeError, ["is_causal='yes'"], lambda: attention.check_bool("is_causal", "yes"))
+R("attention.check_scale.dtype.overflows_float16", A + "check_scale:dtype", ValueError, ["scale=1000000.0", "torch.float16"],
+  lambda: attention.check_scale(1e6, torch.float16))
+R("attention.check_scale.dtype.str", A + "check_scale:dtype", TypeError, ["dtype='float16'"], lambda: attention.check_scale(1.0, "float16"))
 
 # =====================================================================================================================
 # scaling
@@ -470,7 +476,7 @@ RF = PO + "RotaryEmbedding.forward:"
 R("positional.RotaryEmbedding.forward.x.str", RF + "x", TypeError, [NAMED("x"), "str"], lambda: rope()("x"))
 R("positional.RotaryEmbedding.forward.x.int64", RF + "x", TypeError, ["x", "torch.int64"], lambda: rope()(T(1, 2, 3, 4).long()))
 R("positional.RotaryEmbedding.forward.x.head_dim", RF + "x", ValueError, ["x.shape=(1, 2, 3, 6)", "head_dim=4"], lambda: rope()(T(1, 2, 3, 6)))
-R("positional.RotaryEmbedding.forward.positions.float", RF + "positions", ValueError, ["positions", "torch.float32"],
+R("positional.RotaryEmbedding.forward.positions.float", RF + "positions", TypeError, ["positions.dtype=torch.float32"],
   lambda: rope()(T(1, 2, 3, 4), torch.tensor([0.0, 1.0, 2.0])))
 R("positional.RotaryEmbedding.forward.positions.length", RF + "positions", ValueError, ["positions", "T=3", "(2,)"],
   lambda: rope()(T(1, 2, 3, 4), torch.tensor([0, 1])))
@@ -485,6 +491,40 @@ R("positional.alibi_bias.q_len.zero", AB + "q_len", ValueError, ["q_len=0"], lam
 R("positional.alibi_bias.k_len.negative", AB + "k_len", ValueError, ["k_len=-1"], lambda: positional.alibi_bias(2, 3, -1))
 R("positional.alibi_bias.dtype.int64", AB + "dtype", TypeError, ["dtype=torch.int64", "floating"],
   lambda: positional.alibi_bias(2, 3, dtype=torch.int64))
+
+SA = PO + "sinusoidal_at:"
+R("positional.sinusoidal_at.positions.list", SA + "positions", TypeError, [NAMED("positions"), "list"], lambda: positional.sinusoidal_at([0, 1], 8))
+R("positional.sinusoidal_at.positions.float", SA + "positions", TypeError, ["positions.dtype=torch.float32"],
+  lambda: positional.sinusoidal_at(torch.tensor([0.5]), 8))
+R("positional.sinusoidal_at.positions.negative", SA + "positions", ValueError, ["positions", ">= 0"],
+  lambda: positional.sinusoidal_at(torch.tensor([-1, 0]), 8))
+R("positional.sinusoidal_at.d_model.odd", SA + "d_model", ValueError, ["d_model=7"], lambda: positional.sinusoidal_at(torch.arange(3), 7))
+R("positional.sinusoidal_at.base.zero", SA + "base", ValueError, ["base=0"], lambda: positional.sinusoidal_at(torch.arange(3), 8, 0))
+R("positional.sinusoidal_at.base.nan", SA + "base", ValueError, ["base=nan"], lambda: positional.sinusoidal_at(torch.arange(3), 8, NAN))
+R("positional.sinusoidal_at.dtype.int64", SA + "dtype", TypeError, ["dtype=torch.int64", "floating"],
+  lambda: positional.sinusoidal_at(torch.arange(3), 8, dtype=torch.int64))
+R("positional.sinusoidal_at.dtype.str", SA + "dtype", TypeError, ["dtype='float32'"], lambda: positional.sinusoidal_at(torch.arange(3), 8, dtype="float32"))
+ABA = PO + "alibi_bias_at:"
+R("positional.alibi_bias_at.n_heads.zero", ABA + "n_heads", ValueError, ["n_heads=0"], lambda: positional.alibi_bias_at(0, torch.arange(3), 3))
+R("positional.alibi_bias_at.q_positions.list", ABA + "q_positions", TypeError, [NAMED("q_positions"), "list"], lambda: positional.alibi_bias_at(2, [0], 3))
+R("positional.alibi_bias_at.q_positions.float", ABA + "q_positions", TypeError, ["q_positions.dtype=torch.float32"],
+  lambda: positional.alibi_bias_at(2, torch.tensor([0.5]), 3))
+R("positional.alibi_bias_at.q_positions.negative", ABA + "q_positions", ValueError, ["q_positions", ">= 0"],
+  lambda: positional.alibi_bias_at(2, torch.tensor([-1]), 3))
+R("positional.alibi_bias_at.k_len.zero", ABA + "k_len", ValueError, ["k_len=0"], lambda: positional.alibi_bias_at(2, torch.arange(3), 0))
+R("positional.alibi_bias_at.dtype.int64", ABA + "dtype", TypeError, ["dtype=torch.int64", "floating"],
+  lambda: positional.alibi_bias_at(2, torch.arange(3), 3, dtype=torch.int64))
+for cname, make in (("SinusoidalPositionalEmbedding", lambda: positional.SinusoidalPositionalEmbedding(8)),
+                    ("LearnedPositionalEmbedding", lambda: positional.LearnedPositionalEmbedding(4, 8))):
+    PF = f"{PO}{cname}.forward:positions"
+    R(f"positional.{cname}.forward.positions.list", PF, TypeError, [NAMED("positions"), "list"], lambda make=make: make()(X(), positions=[0, 1, 2]))
+    R(f"positional.{cname}.forward.positions.float", PF, TypeError, ["positions.dtype=torch.float32"],
+      lambda make=make: make()(X(), positions=torch.tensor([0.0, 1.0, 2.0])))
+    R(f"positional.{cname}.forward.positions.shape", PF, ValueError, ["positions.shape=(5,)", "T=3"], lambda make=make: make()(X(), positions=torch.arange(5)))
+    R(f"positional.{cname}.forward.positions.negative", PF, ValueError, ["positions", ">= 0"],
+      lambda make=make: make()(X(), positions=torch.tensor([-1, 0, 1])))
+R("positional.LearnedPositionalEmbedding.forward.positions.past_max_len", PO + "LearnedPositionalEmbedding.forward:positions", ValueError,
+  ["positions", "max_len=4"], lambda: positional.LearnedPositionalEmbedding(4, 8)(X(), positions=torch.tensor([0, 1, 4])))
 
 # =====================================================================================================================
 # masks
@@ -627,6 +667,27 @@ R("multihead.MultiHeadAttention.forward.positions.length", MF + "positions", Val
 R("multihead.MultiHeadAttention.forward.cache.str", MF + "cache", TypeError, [NAMED("cache"), "str"], lambda: mha()(X(), cache="c"))
 R("multihead.MultiHeadAttention.from_torch.m.str", MH + "MultiHeadAttention.from_torch:m", TypeError, ["MultiheadAttention", "str"],
   lambda: multihead.MultiHeadAttention.from_torch("m"))
+
+SK = MH + "StaticKVCache"
+for i, (p, bad, exc, word) in enumerate((("batch", -1, ValueError, "batch=-1"), ("n_kv_heads", 0, ValueError, "n_kv_heads=0"),
+                                        ("max_len", 0, ValueError, "max_len=0"), ("head_dim", 0, ValueError, "head_dim=0"),
+                                        ("dtype", torch.int64, TypeError, "dtype=torch.int64"), ("dtype", "float32", TypeError, "dtype='float32'"))):
+    args = [1, 2, 4, 4, torch.float32]; args[min(i, 4)] = bad
+    R(f"multihead.StaticKVCache.{p}.{bad}", f"{SK}:{p}", exc, [word], lambda args=args: multihead.StaticKVCache(*args))
+@functools.cache
+def _skv_new(): return multihead.StaticKVCache(1, 2, 4, 4)
+def skv(): c = _skv_new(); c.pos.zero_(); return c                # one cache, emptied for each row
+R("multihead.StaticKVCache.append.k.str", SK + ".append:k", TypeError, [NAMED("k"), "str"], lambda: skv().append("k", T(1, 2, 1, 4)))
+R("multihead.StaticKVCache.append.k.heads", SK + ".append:k", ValueError, ["k.shape=(1, 3, 1, 4)", "(1, 2, 4, 4)"],
+  lambda: skv().append(T(1, 3, 1, 4), T(1, 3, 1, 4)))
+R("multihead.StaticKVCache.append.v.len", SK + ".append:v", ValueError, ["v.shape=(1, 2, 2, 4)"], lambda: skv().append(T(1, 2, 1, 4), T(1, 2, 2, 4)))
+R("multihead.StaticKVCache.append.k.overflow", SK + ".append:k", ValueError, ["k.shape[-2]=5", "max_len=4"], lambda: skv().append(T(1, 2, 5, 4), T(1, 2, 5, 4)))
+R("multihead.StaticKVCache.append.v.float64", SK + ".append:v", TypeError, ["v.dtype=torch.float64", "torch.float32"],
+  lambda: skv().append(T(1, 2, 1, 4, dtype=torch.float64), T(1, 2, 1, 4, dtype=torch.float64)))
+R("multihead.StaticKVCache.reorder.rows.list", SK + ".reorder:rows", TypeError, [NAMED("rows"), "list"], lambda: skv().reorder([0]))
+R("multihead.StaticKVCache.reorder.rows.float", SK + ".reorder:rows", TypeError, ["rows.dtype=torch.float32"], lambda: skv().reorder(torch.tensor([0.0])))
+R("multihead.StaticKVCache.reorder.rows.shape", SK + ".reorder:rows", ValueError, ["rows.shape=(2,)", "batch"], lambda: skv().reorder(torch.tensor([0, 0])))
+R("multihead.StaticKVCache.reorder.rows.out_of_range", SK + ".reorder:rows", ValueError, ["rows", "batch"], lambda: skv().reorder(torch.tensor([3])))
 
 # =====================================================================================================================
 # blocks
@@ -1017,6 +1078,54 @@ R("model.beam_search.pad_id.negative", BS + "pad_id", ValueError, ["pad_id=-1"],
 R("model.beam_search.early_stopping.str", BS + "early_stopping", TypeError, ["early_stopping='no'"],
   lambda: model.beam_search(_step, ids(high=5), 2, 2, early_stopping="no"))
 
+SCc = MO + "StaticCache"
+for i, (p, bad, exc, word) in enumerate((("n_layers", 0, ValueError, "n_layers=0"), ("batch", -1, ValueError, "batch=-1"),
+                                        ("n_kv_heads", 0, ValueError, "n_kv_heads=0"), ("max_len", 0, ValueError, "max_len=0"),
+                                        ("head_dim", 0, ValueError, "head_dim=0"), ("dtype", torch.int64, TypeError, "dtype=torch.int64"))):
+    args = [1, 1, 2, 4, 4, torch.float32]; args[i] = bad
+    R(f"model.StaticCache.{p}.{bad}", f"{SCc}:{p}", exc, [word], lambda args=args: model.StaticCache(*args))
+@functools.cache
+def static_cache(): return model.StaticCache(1, 1, 2, 4, 4)
+for bad, exc, word in ((-1, ValueError, "length=-1"), (5, ValueError, "length=5"), ("0", TypeError, "length='0'")):
+    R(f"model.StaticCache.rewind.length.{bad}", SCc + ".rewind:length", exc, [word, "[0, 4]"], lambda bad=bad: static_cache().rewind(bad))
+R("model.StaticCache.reorder.rows.list", SCc + ".reorder:rows", TypeError, [NAMED("rows"), "list"], lambda: static_cache().reorder([0]))
+R("model.StaticCache.reorder.rows.float", SCc + ".reorder:rows", TypeError, ["rows.dtype=torch.float32"], lambda: static_cache().reorder(torch.tensor([0.0])))
+R("model.StaticCache.reorder.rows.out_of_range", SCc + ".reorder:rows", ValueError, ["rows", "batch"], lambda: static_cache().reorder(torch.tensor([3])))
+CTg = MO + "check_targets:"
+Z3 = lambda: torch.zeros(1, 3, dtype=torch.long)
+R("model.check_targets.targets.str", CTg + "targets", TypeError, [NAMED("targets"), "str"], lambda: model.check_targets("t", (1, 3), V))
+R("model.check_targets.targets.bool", CTg + "targets", TypeError, ["targets.dtype=torch.bool"], lambda: model.check_targets(Z3().bool(), (1, 3), V))
+R("model.check_targets.targets.vocab", CTg + "targets", ValueError, ["targets", "vocab_size=11"], lambda: model.check_targets(torch.tensor([[0, 1, V]]), (1, 3), V))
+R("model.check_targets.targets.negative", CTg + "targets", ValueError, ["targets", "-100", "-2"], lambda: model.check_targets(torch.tensor([[0, 1, -2]]), (1, 3), V))
+R("model.check_targets.targets.all_ignored", CTg + "targets", ValueError, ["targets", "-100", "every"], lambda: model.check_targets(torch.full((1, 3), -100), (1, 3), V))
+R("model.check_targets.shape.mismatch", CTg + "shape", ValueError, ["targets.shape=(1, 3)", "(1, 4)"], lambda: model.check_targets(Z3(), (1, 4), V))
+R("model.check_targets.vocab_size.zero", CTg + "vocab_size", ValueError, ["vocab_size=0"], lambda: model.check_targets(Z3(), (1, 3), 0))
+R("model.check_targets.name.used", CTg + "name", ValueError, ["labels", "vocab_size=11"], lambda: model.check_targets(torch.tensor([[0, 1, V]]), (1, 3), V, name="labels"))
+BAt = PS + ".bias_at:"
+alibi_pos = lambda: model.Positions(cfg(positional="alibi"))
+R("model.Positions.bias_at.q_positions.float", BAt + "q_positions", TypeError, ["q_positions.dtype=torch.float32"],
+  lambda: alibi_pos().bias_at(torch.tensor([0.5]), 3, X()))
+R("model.Positions.bias_at.q_positions.negative", BAt + "q_positions", ValueError, ["q_positions", ">= 0"],
+  lambda: alibi_pos().bias_at(torch.tensor([-1]), 3, X()))
+R("model.Positions.bias_at.k_len.zero", BAt + "k_len", ValueError, ["k_len=0"], lambda: alibi_pos().bias_at(torch.arange(3), 0, X()))
+R("model.Positions.bias_at.x.str", BAt + "x", TypeError, [NAMED("x"), "str"], lambda: alibi_pos().bias_at(torch.arange(3), 3, "x"))
+R("model.Positions.bias_at.x.int64", BAt + "x", TypeError, ["x.dtype=torch.int64", "floating"],
+  lambda: alibi_pos().bias_at(torch.arange(3), 3, torch.zeros(1, 3, 8, dtype=torch.long)))
+R("model.check_attention_mask.what.used", CA + "what", ValueError, ["(1, 3)", "(B, T)", "(1, 4)"],
+  lambda: model.check_attention_mask(torch.ones(1, 4, dtype=torch.bool), (1, 3), what="(B, T)"))
+for cname, make, gen in (("DecoderOnlyLM", lm, lambda m, **kw: m.generate(ids(), 2, **kw)), ("Transformer", s2s, lambda m, **kw: m.generate(ids(), 2, 1, **kw))):
+    G_ = f"{MO}{cname}.generate:"
+    R(f"model.{cname}.generate.static_cache.int", G_ + "static_cache", TypeError, ["static_cache=1", "bool"], lambda make=make, gen=gen: gen(make(), static_cache=1))
+    R(f"model.{cname}.generate.static_cache.without_cache", G_ + "static_cache", ValueError, ["static_cache=True", "use_cache"],
+      lambda make=make, gen=gen: gen(make(), static_cache=True, use_cache=False))
+    R(f"model.{cname}.generate.step.int", G_ + "step", TypeError, ["step=3", "callable"], lambda make=make, gen=gen: gen(make(), step=3))
+    NC = f"{MO}{cname}.new_cache:"
+    R(f"model.{cname}.new_cache.max_len.zero", NC + "max_len", ValueError, ["max_len=0"], lambda make=make: make().new_cache(0, 1))
+    R(f"model.{cname}.new_cache.batch.missing", NC + "batch", TypeError, ["batch=None"], lambda make=make: make().new_cache(4))
+    R(f"model.{cname}.new_cache.batch.negative", NC + "batch", ValueError, ["batch=-1"], lambda make=make: make().new_cache(4, -1))
+    R(f"model.{cname}.new_cache.batch.without_max_len", NC + "batch", ValueError, ["batch=2", "max_len"], lambda make=make: make().new_cache(None, 2))
+    R(f"model.{cname}.new_cache.dtype.int64", NC + "dtype", TypeError, ["dtype=torch.int64"], lambda make=make: make().new_cache(4, 1, torch.int64))
+
 # =====================================================================================================================
 # train
 # =====================================================================================================================
@@ -1348,6 +1457,10 @@ R("flash.flash_backend.dropout_p.half", FA + "flash_backend:dropout_p", ValueErr
 PMm = FA + "peak_memory:"
 R("flash.peak_memory.fn.int", PMm + "fn", TypeError, ["fn", "callable"], lambda: flash.peak_memory(3))
 
+R("flash.check_flash_inputs.scale.nan", CFI + "scale", ValueError, ["scale=nan", "finite"], lambda: flash.check_flash_inputs(*QKV(), scale=NAN))
+R("flash.check_flash_inputs.scale.beyond_float32", CFI + "scale", ValueError, ["scale=1e+39", "torch.float32"],
+  lambda: flash.check_flash_inputs(*QKV(dtype=torch.float16), scale=1e39))
+
 # =====================================================================================================================
 # flash_triton (the checks that run before any kernel: CPU interpreter, tiny shapes)
 # =====================================================================================================================
@@ -1378,6 +1491,57 @@ TP = FT_ + "tile_phases:"
 for i, p in enumerate(("n_q", "n_k", "block_m", "block_n")):
     args = [8, 8, 4, 4]; args[i] = -1 if i < 2 else 0
     R(f"flash_triton.tile_phases.{p}.{args[i]}", TP + p, ValueError, [f"{p}={args[i]}"], lambda args=args: flash_triton.tile_phases(*args))
+
+R("flash_triton.check_triton_inputs.scale.inf", CTI + "scale", ValueError, ["scale=inf", "finite"], lambda: flash_triton.check_triton_inputs(*QKV(), INF))
+R("flash_triton.check_triton_inputs.scale.beyond_float32", CTI + "scale", ValueError, ["scale=1e+39", "torch.float32"],
+  lambda: flash_triton.check_triton_inputs(*QKV(), 1e39))
+
+# =====================================================================================================================
+# gpu_check (only the entry checks run: every row fails before a kernel is compiled or timed)
+# =====================================================================================================================
+GC = "gpu_check."
+def _gc():
+    from transformer_lit import gpu_check; return gpu_check
+CK = GC + "compile_kernel:"
+for p, args, kw, exc, words in (("kind", ("mid", torch.float16, 64), {}, ValueError, ["kind='mid'", "'fwd'"]),
+                                ("dtype", ("fwd", "fp16", 64), {}, TypeError, ["dtype='fp16'"]),
+                                ("dtype", ("fwd", torch.float64, 64), {}, TypeError, ["dtype=torch.float64"]),
+                                ("head_dim", ("fwd", torch.float16, 0), {}, ValueError, ["head_dim=0"]),
+                                ("head_dim", ("fwd", torch.float16, 300), {}, ValueError, ["head_dim=300", "128"]),
+                                ("config", ("fwd", torch.float16, 64), dict(config={"BLOCK_M": 64}), ValueError, ["config=", "BLOCK_N"]),
+                                ("config", ("fwd", torch.float16, 64), dict(config=dict(BLOCK_M=0, BLOCK_N=64, num_warps=4, num_stages=3)),
+                                 ValueError, ["config['BLOCK_M']=0"]),
+                                ("arch", ("fwd", torch.float16, 64), dict(arch=0), ValueError, ["arch=0"])):
+    R(f"gpu_check.compile_kernel.{p}.{args[1] if p == 'dtype' else (kw or args)!s:.40}", CK + p, exc, words,
+      lambda args=args, kw=kw: _gc().compile_kernel(*args, **kw))
+R("gpu_check.compile_report.cases.str", GC + "compile_report:cases", TypeError, ["cases='x'"], lambda: _gc().compile_report("x"))
+R("gpu_check.compile_report.cases.short_tuple", GC + "compile_report:cases", ValueError, ["cases contains", "('fwd',)"], lambda: _gc().compile_report([("fwd",)]))
+R("gpu_check.compile_report.cases.bad_head_dim", GC + "compile_report:cases", ValueError, ["head_dim=300"],
+  lambda: _gc().compile_report([("fwd", torch.float16, 300, False, None)]))
+R("gpu_check.compile_report.arch.zero", GC + "compile_report:arch", ValueError, ["arch=0"], lambda: _gc().compile_report([("fwd", torch.float16, 64, False, None)], arch=0))
+BK = GC + "benchmark_kernels:"
+for p, bad, exc, words in (("dtype", torch.float64, TypeError, ["dtype=torch.float64"]), ("head_dims", (), ValueError, ["head_dims=()"]),
+                           ("head_dims", (0,), ValueError, ["head_dims[0]=0"]), ("lengths", (), ValueError, ["lengths=()"]),
+                           ("lengths", (64, 0), ValueError, ["lengths[1]=0"]), ("causals", True, ValueError, ["causals=True"]),
+                           ("modes", ("bwd",), ValueError, ["modes=('bwd',)", "'fwd+bwd'"]), ("tokens", 0, ValueError, ["tokens=0"]),
+                           ("width", 0, ValueError, ["width=0"]), ("n_rep", 3, ValueError, ["n_rep=3", "width // D"]),
+                           ("deadline", NAN, ValueError, ["deadline=nan"]), ("log", 3, TypeError, ["log=3", "callable"])):
+    R(f"gpu_check.benchmark_kernels.{p}.{bad!r}", BK + p, exc, words, lambda p=p, bad=bad: _gc().benchmark_kernels("cpu", **{p: bad}))
+TU = GC + "tune:"
+for p, bad, exc, words in (("dtype", "bf16", TypeError, ["dtype='bf16'"]), ("head_dims", (256,), ValueError, ["head_dims[0]=256"]),
+                           ("causals", (), ValueError, ["causals=()"]), ("n", 0, ValueError, ["n=0"]),
+                           ("deadline", "soon", TypeError, ["deadline='soon'"]), ("log", None, TypeError, ["log=None", "callable"])):
+    R(f"gpu_check.tune.{p}.{bad!r}", TU + p, exc, words, lambda p=p, bad=bad: _gc().tune("cpu", **{p: bad}))
+FM = GC + "forward_memory:"
+R("gpu_check.forward_memory.device.cpu", FM + "device", ValueError, ["device='cpu'", "CUDA"], lambda: _gc().forward_memory("cpu"))
+for p, bad, exc, words in (("dtype", torch.float64, TypeError, ["dtype=torch.float64"]), ("n", 0, ValueError, ["n=0"]),
+                           ("d", 256, ValueError, ["d=256"]), ("heads", 0, ValueError, ["heads=0"])):     # checked before the device
+    R(f"gpu_check.forward_memory.{p}.{bad!r}", FM + p, exc, words, lambda p=p, bad=bad: _gc().forward_memory("cpu", **{p: bad}))
+RC = GC + "run_check:"
+for p, bad, exc, words in (("budget_s", 0, ValueError, ["budget_s=0"]), ("budget_s", INF, ValueError, ["budget_s=inf"]),
+                           ("budget_s", "300", TypeError, ["budget_s='300'"]), ("json_path", 3, TypeError, ["json_path=3"]),
+                           ("log", 3, TypeError, ["log=3", "callable"])):
+    R(f"gpu_check.run_check.{p}.{bad!r}", RC + p, exc, words, lambda p=p, bad=bad: _gc().run_check(dry_run=True, **{p: bad}))
 
 # =====================================================================================================================
 # bench (tiny sizes: a row whose check is missing would otherwise run a benchmark)
@@ -1418,6 +1582,28 @@ for p, bad, exc, words in (("kv_heads", (3,), ValueError, ["kv_heads", "3", "n_h
                            ("dtype", "fp32", TypeError, ["dtype='fp32'"]), ("repeats", 0, ValueError, ["repeats=0"]),
                            ("warmup", -1, ValueError, ["warmup=-1"])):
     R(f"bench.bench_gqa.{p}.{bad!r}", BG + p, exc, words, lambda p=p, bad=bad: _bg(**{p: bad}))
+
+R("bench.time_ms.grads.int", TM + "grads", TypeError, ["grads=3", "tensors"], lambda: bench.time_ms(lambda: None, grads=3))
+R("bench.time_ms.grads.not_tensors", TM + "grads", TypeError, ["grads=[1]", "tensors"], lambda: bench.time_ms(lambda: None, grads=[1]))
+for p, bad, exc, words in (("kv_heads", 2, ValueError, ["kv_heads=2", "heads=1"]), ("kv_heads", 0, ValueError, ["kv_heads=0"]),
+                           ("tokens", 0, ValueError, ["tokens=0"]), ("reference", "nope", ValueError, ["reference='nope'"]),
+                           ("deadline", NAN, ValueError, ["deadline=nan"]), ("deadline", "soon", TypeError, ["deadline='soon'"]),
+                           ("log", 3, TypeError, ["log=3", "callable"])):
+    R(f"bench.bench_attention.{p}.{bad!r}", BA + p, exc, words, lambda p=p, bad=bad: _ba(**{p: bad}))
+LI = BE + "lm_inputs:"
+for p, args, exc, words in (("config", ("c", 1, 3), TypeError, [NAMED("config"), "TransformerConfig", "str"]),
+                            ("batch", (None, -1, 3), ValueError, ["batch=-1"]), ("seq_len", (None, 1, 0), ValueError, ["seq_len=0"]),
+                            ("seed", (None, 1, 3, "cpu", -1), ValueError, ["seed=-1"])):
+    R(f"bench.lm_inputs.{p}.bad", LI + p, exc, words, lambda args=args: bench.lm_inputs(*[cfg() if a is None else a for a in args]))
+BCo = BE + "bench_compile:"
+_bc = lambda **kw: bench.bench_compile(**(dict(config=cfg(), batch=1, seq_len=4, workloads=("forward",), repeats=1, warmup=0, backend="eager") | kw))
+for p, bad, exc, words in (("config", "c", TypeError, [NAMED("config"), "TransformerConfig", "str"]), ("batch", 0, ValueError, ["batch=0"]),
+                           ("seq_len", 1, ValueError, ["seq_len=1"]), ("seq_len", 17, ValueError, ["seq_len=17", "max_len=16"]),
+                           ("workloads", ("fwd",), ValueError, ["workloads=('fwd',)", "'forward'"]), ("workloads", (), ValueError, ["workloads=()"]),
+                           ("workloads", "forward", TypeError, ["workloads='forward'"]), ("repeats", 0, ValueError, ["repeats=0"]),
+                           ("warmup", -1, ValueError, ["warmup=-1"]), ("backend", "nope", ValueError, ["backend='nope'", "inductor"]),
+                           ("seed", -1, ValueError, ["seed=-1"])):
+    R(f"bench.bench_compile.{p}.{bad!r}", BCo + p, exc, words, lambda p=p, bad=bad: _bc(**{p: bad}))
 
 # =====================================================================================================================
 # viz and widgets (only the arguments the course itself interprets; the rest are matplotlib's)
@@ -1494,8 +1680,9 @@ R("widgets.readout_html.view.str", WG + "readout_html:view", TypeError, [NAMED("
 NO_ARGS = "takes no arguments (besides self)"
 REPR = "nn.Module repr hook called by print(); no arguments"
 RECORD = "a NamedTuple/dataclass record the library builds and returns; its fields are not user input"
-HARNESS = ("GPU benchmark/report harness of the chapter's device script (python -m transformer_lit.flash_triton): "
-           "its arguments are the script's own options and result rows, run once on a lent GPU, not a user-facing API")
+HARNESS = ("a step of the GPU check (python -m transformer_lit.gpu_check): its arguments are the check's own "
+           "devices, case lists and result rows, not user input")
+ROWS_OUT = "formats or summarises result rows that a benchmark returned (not user input)"
 EXEMPT_CALLABLES: dict = {
     "attention.kv_groups": "shape arithmetic on q, k that check_qkv has already validated: every caller checks first",
     "attention.BackendInfo": RECORD, "attention.Attended": RECORD, "scaling.ExplorerView": RECORD,
@@ -1504,11 +1691,11 @@ EXEMPT_CALLABLES: dict = {
     "ffn.FeedForward.extra_repr": REPR, "positional.RotaryEmbedding.extra_repr": REPR, "model.TokenEmbedding.extra_repr": REPR,
     "multihead.KVCache": NO_ARGS, "multihead.KVCache.nbytes": NO_ARGS, "multihead.CrossKVCache": NO_ARGS,
     "multihead.CrossKVCache.nbytes": NO_ARGS, "model.DecoderCache.nbytes": NO_ARGS,
-    "model.DecoderOnlyLM.new_cache": NO_ARGS, "model.Transformer.new_cache": NO_ARGS,
+    "multihead.StaticKVCache.nbytes": NO_ARGS, "model.StaticCache.nbytes": NO_ARGS,
     "train.translate_vocab": NO_ARGS, "train.Seq2SeqData.eval_indices": NO_ARGS, "train.LMData.eval_indices": NO_ARGS,
     "train.world": NO_ARGS,
     "train.step_seed": "hashes its four arguments as text: any values give a valid seed (nothing to reject)", "flash_triton.interpreter_loop_error": NO_ARGS, "flash_triton.interpreting": NO_ARGS,
-    "flash_triton.versions": NO_ARGS, "viz.FramePlayer.html": NO_ARGS, "widgets.ExplorerUI.view": NO_ARGS,
+    "gpu_check.versions": NO_ARGS, "viz.FramePlayer.html": NO_ARGS, "widgets.ExplorerUI.view": NO_ARGS,
     "train.launch": "multiprocess launcher for the distributed demos (check_int on world_size); tested by tests/test_train.py with real processes, too slow for this table",
     "train.step_memory_job": "a job run in a fresh process by launch(): its spec dict is written by the chapter, not by a user",
     "train.train_job": "a job run by launch(): its spec dict is written by the chapter and tests/train_workers.py",
@@ -1533,9 +1720,14 @@ EXEMPT_CALLABLES: dict = {
     "flash_triton.triton_prefer": "a registry predicate returning a bool; attend validates the inputs",
     "flash_triton.triton_status": "reports (ok, reason) for a device: it is the check, returning a reason instead of raising",
     "flash_triton.reference_attention": "the test oracle (upcast math attention) that the kernels are compared with; it runs on trusted inputs",
-    **{f"flash_triton.{n}": HARNESS for n in ("compare_with_reference", "faster_than_flash", "benchmark", "tune", "correctness_cases",
-        "check_correctness", "forward_memory", "goals", "format_table", "report_text", "run_check", "main", "compile_kernel",
-        "hopper_cases", "compile_report", "compile_table", "plot_tflops")},
+    "flash_triton.compare_with_reference": "the test oracle's comparison (errors against reference_attention with a bound); the kernels it calls validate q, k, v",
+    **{f"gpu_check.{n}": HARNESS for n in ("correctness_cases", "check_correctness")},
+    **{f"gpu_check.{n}": ROWS_OUT for n in ("faster_than_flash", "goals", "report_text", "compile_table")},
+    "gpu_check.check_backends": "names the backends the check times on a device; its one argument is a device string that torch checks",
+    "gpu_check.main": "command line: argparse validates argv and exits with a usage message",
+    "gpu_check.hopper_cases": "its one argument is a flag (also list the tuning candidates)",
+    "bench.attention_columns": ROWS_OUT, "bench.torch_compile_table": ROWS_OUT,
+    "bench.decode_step": "the timed body of bench_compile's decode workload: model and kv are what bench_compile built, and the model checks idx",
     "bench.bench_backends": "lists the backends available on a device; its one argument is a device string that torch checks",
     "bench.available_bytes": "reads free memory of a device; its one argument is a device string that torch checks",
     "bench.markdown_table": "formats the result rows that bench_attention returned (not user input)",
@@ -1589,7 +1781,12 @@ EXEMPT_PARAMS: dict = {
     ("bench.time_ms", "device"): DEVICE, ("bench.math_bytes", "backward"): FLAG,
     ("bench.bench_attention", "device"): DEVICE, ("bench.bench_attention", "causal"): FLAG,
     ("bench.bench_attention", "backward"): FLAG, ("bench.bench_attention", "progress"): FLAG,
-    ("bench.bench_mha", "device"): DEVICE, ("bench.bench_mha", "causal"): FLAG, ("bench.bench_gqa", "device"): DEVICE,
+    ("bench.bench_mha", "device"): DEVICE, ("bench.lm_inputs", "device"): DEVICE,
+    ("bench.bench_compile", "device"): DEVICE, ("bench.bench_compile", "fullgraph"): FLAG, ("bench.bench_compile", "cold"): FLAG,
+    ("multihead.StaticKVCache", "device"): DEVICE, ("model.StaticCache", "device"): DEVICE,
+    ("model.DecoderOnlyLM.new_cache", "device"): DEVICE, ("model.Transformer.new_cache", "device"): DEVICE,
+    ("gpu_check.tune", "device"): DEVICE, ("gpu_check.benchmark_kernels", "device"): DEVICE,
+    ("gpu_check.compile_kernel", "is_causal"): FLAG, ("gpu_check.run_check", "dry_run"): FLAG, ("gpu_check.run_check", "tune_tiles"): FLAG, ("bench.bench_mha", "causal"): FLAG, ("bench.bench_gqa", "device"): DEVICE,
     **{("viz.attention_heatmap", p): MPL for p in ("ax", "title", "annotate", "vmin", "vmax", "cmap", "colorbar")},
     **{("viz.heatmap_grid", p): MPL for p in ("size", "suptitle", "shared_scale", "annotate", "cmap")},
     ("viz.FramePlayer", "width"): "a CSS width written into the HTML as given", ("viz.FramePlayer", "dpi"): MPL,
@@ -1660,6 +1857,13 @@ L("model.DecoderOnlyLM.float64", "model.DecoderOnlyLM", lambda: model.DecoderOnl
 L("model.DecoderOnlyLM.gqa_G1", "model.DecoderOnlyLM", lambda: model.DecoderOnlyLM(cfg(n_kv_heads=1)).eval()(ids()), shape_is(1, 3, V))
 L("model.DecoderOnlyLM.generate_B0", "model.DecoderOnlyLM.generate", lambda: lm().generate(torch.zeros(0, 2, dtype=torch.long), 2), shape_is(0, 4))
 L("model.DecoderOnlyLM.generate_zero_new", "model.DecoderOnlyLM.generate", lambda: lm().generate(ids(), 0), shape_is(1, 3))
+L("model.DecoderOnlyLM.generate_static_B0", "model.DecoderOnlyLM.generate",
+  lambda: lm().generate(torch.zeros(0, 2, dtype=torch.long), 2, static_cache=True), shape_is(0, 4))
+L("model.DecoderOnlyLM.generate_static", "model.DecoderOnlyLM.generate", lambda: lm().generate(ids(), 2, static_cache=True), shape_is(1, 5))
+L("multihead.StaticKVCache.B0", "multihead.StaticKVCache",
+  lambda: multihead.StaticKVCache(0, 2, 4, 4).append(T(0, 2, 1, 4), T(0, 2, 1, 4))[0], shape_is(0, 2, 4, 4))
+L("positional.sinusoidal_at.no_positions", "positional.sinusoidal_at", lambda: positional.sinusoidal_at(torch.arange(0), 8), shape_is(0, 8))
+L("bench.lm_inputs.B0", "bench.lm_inputs", lambda: bench.lm_inputs(cfg(), 0, 3)[0], shape_is(0, 3))
 L("model.Transformer.B0", "model.Transformer", lambda: s2s()(torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, 2, dtype=torch.long)), shape_is(0, 2, V))
 L("model.Transformer.T1", "model.Transformer", lambda: s2s()(ids(Tn=1), ids(Tn=1)), shape_is(1, 1, V))
 L("model.sample_next.B0", "model.sample_next", lambda: model.sample_next(torch.zeros(0, 5)), shape_is(0))

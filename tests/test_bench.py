@@ -200,7 +200,7 @@ def test_time_ms_clears_grads_and_refuses_bad_counts():
     (dict(batch=0), ValueError, r"^batch=0 must be a positive int$"), (dict(repeats=0), ValueError, r"^repeats=0 must be a positive int$"),
     (dict(dtype=torch.int64), TypeError, r"^dtype=torch.int64 must be a floating torch.dtype$"),
     (dict(seq_lens=[16.5]), ValueError, r"^seq_lens=\[16.5\] must be a non-empty list of positive ints$"),
-    (dict(reference="fast"), ValueError, r"^backends contains 'fast'")])
+    (dict(reference="fast"), ValueError, r"^reference='fast' must be one of the backends \['flash'")])
 def test_sweep_bad_arguments(kw, exc, words):
     with pytest.raises(exc, match=words): bench_attention(**{"seq_lens": [16], "backends": ["sdpa"], "progress": False, **kw})
 
@@ -229,7 +229,9 @@ def test_bench_compile_structure_and_equality():
         assert r["allclose"] and r["max_abs_diff"] <= 1e-5 and r["eager_ms"] > 0 and r["compiled_ms"] > 0 and r["compile_s"] > 0
         assert r["ratio"] == pytest.approx(r["compiled_ms"] / r["eager_ms"]) and not r["fullgraph"]
     assert bench.torch_compile_table(rows).splitlines()[0].startswith("| workload | eager ms | compiled ms | compiled / eager |")
-    with pytest.raises(ValueError, match=r"^workloads=\('eval',\) must be a non-empty subset"): bench.bench_compile(cfg, workloads=("eval",))
+    with pytest.raises(ValueError, match=r"^workloads=\('eval',\) must be a non-empty subset"): bench.bench_compile(cfg, seq_len=8, workloads=("eval",))
+    with pytest.raises(ValueError, match=r"^seq_len=256 must be <= config.max_len=16$"): bench.bench_compile(cfg)
+    with pytest.raises(ValueError, match=r"^backend='nope' must be a torch.compile backend: one of \[.*'inductor'"): bench.bench_compile(cfg, seq_len=8, backend="nope")
     with pytest.raises(TypeError, match=r"^config must be a TransformerConfig, got dict$"): bench.bench_compile({})
     with pytest.raises(ValueError, match=r"^seq_len=1 must be an int >= 2$"): bench.bench_compile(cfg, seq_len=1)
 

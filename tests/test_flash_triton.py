@@ -199,7 +199,7 @@ def test_auto_takes_triton_only_where_measured_faster_and_never_on_cpu(monkeypat
 @needs_triton
 def test_bad_inputs():
     q, k, v = qkv(8, 8, 16)
-    with pytest.raises(TypeError, match=r"^dtype=torch.float64 is not supported by the triton backend: use torch.float16, "
+    with pytest.raises(TypeError, match=r"^q.dtype=torch.float64 is not supported by the triton backend: use torch.float16, "
                                         r"torch.bfloat16 or torch.float32$"):
         ft.triton_flash_attention(q.double(), k.double(), v.double())
     with pytest.raises(ValueError, match=r"^head dim D=160 is not supported by the triton backend: it supports 1 <= D <= 128$"):
@@ -215,7 +215,7 @@ def test_bad_inputs():
     with pytest.raises(TypeError, match=r"^q.dtype=torch.float32, k.dtype=torch.float16, v.dtype=torch.float32 must be equal$"):
         ft.triton_flash_attention(q, k.half(), v)                              # chapter 00's check_qkv
     if ft.interpreting():
-        with pytest.raises(TypeError, match=r"^dtype=torch.bfloat16 is not supported by the Triton interpreter .*"
+        with pytest.raises(TypeError, match=r"^q.dtype=torch.bfloat16 is not supported by the Triton interpreter .*"
                                             r"use torch.float16 or torch.float32 on a CPU, bfloat16 on CUDA$"):
             ft.triton_flash_attention(q.bfloat16(), k.bfloat16(), v.bfloat16())
 
@@ -454,7 +454,7 @@ def test_launchers_check_their_inputs():
     with pytest.raises(ValueError, match=r"^q.stride\(\)=\(512, 256, 32, 2\) must have a contiguous last dim"):
         ft.triton_flash_forward(wide, k, v)
     o, lse2 = ft.triton_flash_forward(q, k, v)
-    with pytest.raises(TypeError, match=r"^dtype=torch.float64 is not supported by the triton backend"):
+    with pytest.raises(TypeError, match=r"^q.dtype=torch.float64 is not supported by the triton backend"):
         ft.triton_flash_backward(o.double(), q.double(), k.double(), v.double(), o.double(), lse2)
     with pytest.raises(TypeError, match=r"^scale='x' must be a number or None$"): ft.triton_flash_backward(o, q, k, v, o, lse2, scale="x")
 

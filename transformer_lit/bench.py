@@ -29,6 +29,8 @@ def time_ms(fn, # called with no arguments
     "Median milliseconds of `fn()`: CUDA events on a GPU, `time.perf_counter` on a CPU."
     if not callable(fn): raise TypeError(f"fn={fn!r} must be callable")
     repeats, warmup = check_int("repeats", repeats), check_int("warmup", warmup, 0)
+    if isinstance(grads, torch.Tensor) or not isinstance(grads, (list, tuple)) or not all(isinstance(t, torch.Tensor) for t in grads):
+        raise TypeError(f"grads={grads!r} must be a list or tuple of tensors")
     device, grads = torch.device(device), list(grads)
     def run():
         for t in grads: t.grad = None
@@ -90,8 +92,24 @@ def available_bytes(device="cpu") -> int:
             return next(int(l.split()[1]) * 1024 for l in f if l.startswith("MemAvailable:"))
     except (OSError, StopIteration): return 2 ** 62
 
+def _check_dtype(dtype, name="dtype"):
+    "Raise a `TypeError` naming `name` unless `dtype` is a floating torch.dtype."
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point: raise TypeError(f"{name}={dtype!r} must be a floating torch.dtype")
+
+def _check_deadline(deadline):
+    "Raise unless `deadline` is None or a finite time.time() value."
+    if deadline is None: return
+    if isinstance(deadline, bool) or not isinstance(deadline, (int, float)): raise TypeError(f"deadline={deadline!r} must be a number (a time.time() value) or None")
+    if not math.isfinite(deadline): raise ValueError(f"deadline={deadline!r} must be a finite number (a time.time() value) or None")
+
+def _check_log(log):
+    "Raise a `TypeError` unless `log` is None or callable."
+    if log is not None and not callable(log): raise TypeError(f"log={log!r} must be callable (called with one line) or None")
+
 def math_bytes(batch, heads, n_q, n_k, dtype=torch.float32, backward=False) -> int:
     "Rough memory of the math backend: three (B, H, Lq, Lk) matrices in >= float32, twice that with a backward."
+    for name, val in (("batch", batch), ("heads", heads), ("n_q", n_q), ("n_k", n_k)): check_int(name, val, 0)
+    _check_dtype(dtype)
     size = torch.empty(0, dtype=torch.promote_types(dtype, torch.float32)).element_size()
     return 3 * batch * heads * n_q * n_k * size * (2 if backward else 1)
 
@@ -128,14 +146,15 @@ def bench_attention(seq_lens=(256, 512, 1024), # the lengths N (Lq = Lk = N)
     "One row per (backend, N): the setting, median ms, peak extra MiB, TFLOP/s, time / the reference's time, and a note."
     device = torch.device(device)
     for name, val in (("batch", batch), ("heads", heads), ("head_dim", head_dim), ("repeats", repeats)): check_int(name, val)
-    check_int("warmup", warmup, 0); check_int("tokens", tokens, allow_none=True)
+    check_int("warmup", warmup, 0); check_int("tokens", tokens, allow_none=True); check_int("interpreter_max_len", interpreter_max_len)
     G = check_int("kv_heads", kv_heads, allow_none=True) or heads
     if heads % G: raise ValueError(f"kv_heads={G} must divide heads={heads}")
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point: raise TypeError(f"dtype={dtype!r} must be a floating torch.dtype")
+    _check_dtype(dtype); _check_deadline(deadline); _check_log(log)
     found = bench_backends(device)
     names = list(found) if backends is None else list(backends)
-    for n in names + [reference]:
+    for n in names:
         if n not in found: raise ValueError(f"backends contains {n!r}; the names are {list(found)}")
+    if reference not in found: raise ValueError(f"reference={reference!r} must be one of the backends {list(found)}")
     if reference in names: names = [reference] + [n for n in names if n != reference]  # the reference runs first
     seq_lens = list(seq_lens)
     if not seq_lens or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in seq_lens):
@@ -253,7 +272,8 @@ def bench_mha(batch: int=4, seq_len: int=1024, d_model: int=512, n_heads: int=8,
     "Forward + backward of `MultiHeadAttention(backend='auto')` and `torch.nn.MultiheadAttention`: ms, peak MiB, ratio."
     for name, val in (("batch", batch), ("seq_len", seq_len), ("d_model", d_model), ("n_heads", n_heads), ("repeats", repeats)):
         check_int(name, val)
-    check_int("warmup", warmup, 0)
+    check_int("warmup", warmup, 0); _check_dtype(dtype)
+    if d_model % n_heads: raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
     device = torch.device(device)
     torch.manual_seed(0)
     ref = torch.nn.MultiheadAttention(d_model, n_heads, batch_first=True).to(device=device, dtype=dtype)
@@ -312,7 +332,8 @@ def bench_gqa(batch: int=4, context: int=1024, d_model: int=512, n_heads: int=8,
     "One decoding step at G key/value heads against the same layer with K/V repeated to H heads: ms, cache bytes, ratios."
     for name, val in (("batch", batch), ("context", context), ("d_model", d_model), ("n_heads", n_heads), ("repeats", repeats)):
         check_int(name, val)
-    check_int("warmup", warmup, 0)
+    check_int("warmup", warmup, 0); _check_dtype(dtype)
+    if d_model % n_heads: raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
     device = torch.device(device)
     H = n_heads
     kv_heads = tuple(kv_heads) if kv_heads is not None else tuple(dict.fromkeys((H, max(H // 4, 1), 1)))
@@ -423,6 +444,8 @@ if __name__ == "__main__" and "ipykernel" not in sys.modules: main()  # `python 
 # %% ../nbs/12_benchmarks.ipynb #c0a1e002
 def lm_inputs(config, batch: int, seq_len: int, device="cpu", seed: int=0):
     "Seeded token ids (B, T) and next-token targets (B, T) for a language model of `config`."
+    if not isinstance(config, TransformerConfig): raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
+    check_int("batch", batch, 0); check_int("seq_len", seq_len); check_int("seed", seed, 0)
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, config.vocab_size, (batch, seq_len + 1), generator=g).to(device)   # (B, T+1)
     return ids[:, :-1], ids[:, 1:]
@@ -457,9 +480,13 @@ def bench_compile(config=None, # a TransformerConfig; default B8 T256 d256 L4 (v
     if config is None: config = TransformerConfig(vocab_size=1024, d_model=256, n_heads=4, n_layers=4, d_ff=1024, dropout=0.0, max_len=512)
     if not isinstance(config, TransformerConfig): raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
     batch, seq_len, repeats = check_int("batch", batch), check_int("seq_len", seq_len, 2), check_int("repeats", repeats)
-    check_int("warmup", warmup, 0)
+    check_int("warmup", warmup, 0); check_int("seed", seed, 0)
+    if not callable(backend) and backend not in torch._dynamo.list_backends(exclude_tags=()):
+        raise ValueError(f"backend={backend!r} must be a torch.compile backend: one of {torch._dynamo.list_backends(exclude_tags=())} or a callable")
+    if isinstance(workloads, str): raise TypeError(f"workloads={workloads!r} must be a tuple of names, not a string")
     bad = [w for w in workloads if w not in ("forward", "train", "decode")]
     if bad or not workloads: raise ValueError(f"workloads={tuple(workloads)} must be a non-empty subset of ('forward', 'train', 'decode')")
+    if seq_len > config.max_len: raise ValueError(f"seq_len={seq_len} must be <= config.max_len={config.max_len}")
     device = torch.device(device)
     torch.manual_seed(seed)
     eager = DecoderOnlyLM(config).to(device).eval()

@@ -303,7 +303,8 @@ def block_config(kind: str, # "fwd" or "bwd"
     "Tile sizes (BLOCK_M, BLOCK_N; bwd: M1/N1 for dK,dV and M2/N2 for dQ) and launch options for a kernel."
     if kind not in ("fwd", "bwd"): raise ValueError(f"kind={kind!r} must be 'fwd' or 'bwd'")
     check_int("head_dim", head_dim, 1, MAX_HEAD_DIM)
-    if dtype not in SUPPORTED_DTYPES: raise TypeError(f"dtype={dtype} must be one of {SUPPORTED_DTYPES}")
+    if not isinstance(dtype, torch.dtype) or dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"dtype={dtype!r} must be one of {SUPPORTED_DTYPES}")
     if interpreting() if interpret is None else interpret:
         return (dict(BLOCK_M=32, BLOCK_N=32, num_warps=4, num_stages=1) if kind == "fwd" else
                 dict(BLOCK_M1=32, BLOCK_N1=32, BLOCK_M2=32, BLOCK_N2=32, num_warps=4, num_stages=1))
@@ -410,18 +411,18 @@ def check_triton_inputs(q, k, v, # queries (B, H, Lq, D) or (H, Lq, D); keys and
     check_qkv(q, k, v)
     if q.dim() not in (3, 4): raise ValueError(f"q.dim()={q.dim()} must be 3 (B, T, D) or 4 (B, H, T, D) for the triton backend")
     if q.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"dtype={q.dtype} is not supported by the triton backend: use torch.float16, torch.bfloat16 or torch.float32")
+        raise TypeError(f"q.dtype={q.dtype} is not supported by the triton backend: use torch.float16, torch.bfloat16 or torch.float32")
     d = q.shape[-1]
     if v.shape[-1] != d: raise ValueError(f"v.shape[-1]={v.shape[-1]} must equal q.shape[-1]={d}: the triton kernels use one head dim")
     if not 1 <= d <= MAX_HEAD_DIM:
         raise ValueError(f"head dim D={d} is not supported by the triton backend: it supports 1 <= D <= {MAX_HEAD_DIM}")
     if not (q.device == k.device == v.device):
         raise ValueError(f"q, k and v must be on one device, got q on {q.device}, k on {k.device}, v on {v.device}")
-    check_scale(scale)
+    check_scale(scale, torch.float32)                                  # the kernels compute the scores in float32
     ok, why = triton_status(q.device)
     if not ok: raise RuntimeError(f"the triton backend is unavailable on {q.device}: {why}")
     if q.dtype == torch.bfloat16 and interpreting():
-        raise TypeError(f"dtype=torch.bfloat16 is not supported by the Triton interpreter (its bfloat16 tl.dot is wrong "
+        raise TypeError(f"q.dtype=torch.bfloat16 is not supported by the Triton interpreter (its bfloat16 tl.dot is wrong "
                         f"in triton {triton.__version__}): use torch.float16 or torch.float32 on a CPU, bfloat16 on CUDA")
 
 # %% ../nbs/11_flash_triton.ipynb #4ac72e9d

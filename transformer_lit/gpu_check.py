@@ -11,7 +11,8 @@ __all__ = ['FWD_CANDIDATES', 'BWD_CANDIDATES', 'SM90_MAX_SHARED', 'tune', 'versi
 import argparse, json, math, os, platform, sys, time
 import torch
 from . import flash_triton as ft
-from .bench import bench_attention, markdown_table, time_ms
+from .attention import check_int
+from .bench import _check_deadline, _check_log, bench_attention, markdown_table, time_ms
 
 def _repeats(device) -> dict:
     "Timed runs and warm-up runs for the check: many on a GPU, few on a CPU (the interpreter is slow)."
@@ -24,10 +25,25 @@ BWD_CANDIDATES = [dict(BLOCK_M1=32, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=32, num
                   dict(BLOCK_M1=64, BLOCK_N1=64, BLOCK_M2=64, BLOCK_N2=64, num_warps=4, num_stages=3),
                   dict(BLOCK_M1=32, BLOCK_N1=64, BLOCK_M2=64, BLOCK_N2=32, num_warps=4, num_stages=4)]
 
+def _check_kernel_dtype(dtype):
+    "Raise a `TypeError` naming `dtype` unless the kernels take it (float16, bfloat16 or float32)."
+    if not isinstance(dtype, torch.dtype) or dtype not in ft.SUPPORTED_DTYPES: raise TypeError(f"dtype={dtype!r} must be one of {ft.SUPPORTED_DTYPES}")
+
+def _check_head_dims(head_dims, name="head_dims"):
+    "Raise unless `head_dims` is a non-empty tuple or list of head dims 1 ... MAX_HEAD_DIM."
+    if not isinstance(head_dims, (tuple, list)) or not head_dims: raise ValueError(f"{name}={head_dims!r} must be a non-empty tuple of ints")
+    for i, d in enumerate(head_dims): check_int(f"{name}[{i}]", d, 1, ft.MAX_HEAD_DIM)
+
+def _check_causals(causals):
+    "Raise a `ValueError` unless `causals` is a non-empty tuple or list of flags."
+    if not isinstance(causals, (tuple, list)) or not causals: raise ValueError(f"causals={causals!r} must be a non-empty tuple of bools")
+
 def tune(device="cuda", dtype=torch.bfloat16, head_dims=(64, 128), causals=(False, True), n=4096,
          deadline: float|None=None, # time.time() after which no new candidate is tried
          log=print) -> dict:
     "Time the candidate tile configurations at length `n`; store the fastest in `flash_triton.TUNED_CONFIGS` and return them."
+    _check_kernel_dtype(dtype); _check_head_dims(head_dims); _check_causals(causals); check_int("n", n); _check_deadline(deadline); _check_log(log)
+    if log is None: raise TypeError("log=None must be callable (called with one line per tuned kernel)")
     device, best = torch.device(device), {}
     for d in head_dims:
         for causal in causals:
@@ -90,6 +106,8 @@ def check_correctness(device, cases, log=print) -> list[dict]:
 
 def forward_memory(device="cuda", dtype=torch.bfloat16, n=16384, d=128, heads=16) -> dict:
     "Peak CUDA memory of one forward (inputs included) over the bytes of Q, K, V, O and the logsumexp."
+    _check_kernel_dtype(dtype); check_int("n", n); check_int("d", d, 1, ft.MAX_HEAD_DIM); check_int("heads", heads)
+    if torch.device(device).type != "cuda": raise ValueError(f"device={device!r} must be a CUDA device (the peak is read from torch.cuda)")
     torch.cuda.synchronize(); torch.cuda.empty_cache()
     base = torch.cuda.memory_allocated(); torch.cuda.reset_peak_memory_stats()
     q, k, v = (torch.randn(1, heads, n, d, device=device, dtype=dtype) for _ in range(3))
@@ -114,6 +132,14 @@ def benchmark_kernels(device, dtype=torch.bfloat16, head_dims=(64, 128), lengths
                       log=None, # called with one line per finished row, so a run stopped early still shows what it measured
                      ) -> list[dict]:
     "`bench.bench_attention` over the check's settings (D, causal, mode): one row per backend, setting and N."
+    _check_kernel_dtype(dtype); _check_head_dims(head_dims); _check_causals(causals)
+    if not isinstance(lengths, (tuple, list)) or not lengths: raise ValueError(f"lengths={lengths!r} must be a non-empty tuple of ints")
+    for i, n in enumerate(lengths): check_int(f"lengths[{i}]", n)
+    if not isinstance(modes, (tuple, list)) or not modes or any(m not in ("fwd", "fwd+bwd") for m in modes):
+        raise ValueError(f"modes={modes!r} must be a non-empty tuple of 'fwd' and 'fwd+bwd'")
+    check_int("tokens", tokens); check_int("width", width); check_int("n_rep", n_rep); _check_deadline(deadline); _check_log(log)
+    for d in head_dims:
+        if max(1, width // d) % n_rep: raise ValueError(f"n_rep={n_rep} must divide the heads width // D = {max(1, width // d)} (width={width}, D={d})")
     backends, ref = check_backends(device)
     rows = []
     for d in head_dims:
@@ -194,6 +220,10 @@ def run_check(dry_run: bool=False, # CPU interpreter, tiny sizes: tests the scri
               budget_s: float=330, # seconds: tuning stops at 55% of it, the benchmark at 100%
               json_path: str|None=None, log=print) -> dict:
     "The GPU check: versions, correctness, tuning, matmul rate, memory, benchmark, goals, and the table printed last."
+    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)): raise TypeError(f"budget_s={budget_s!r} must be a number of seconds")
+    if not (budget_s > 0 and math.isfinite(budget_s)): raise ValueError(f"budget_s={budget_s!r} must be a positive finite number of seconds")
+    if json_path is not None and not isinstance(json_path, (str, os.PathLike)): raise TypeError(f"json_path={json_path!r} must be a path or None")
+    if not callable(log): raise TypeError(f"log={log!r} must be callable (called with one line)")
     t0 = time.time()
     device = torch.device("cuda" if torch.cuda.is_available() and not dry_run else "cpu")
     info = versions(); log("versions: " + ", ".join(f"{k}={v}" for k, v in info.items()))
@@ -272,12 +302,23 @@ def _tool(name):
     try: return getattr(ft.triton.knobs.nvidia, name).path
     except AttributeError: return str(Path(ft.triton.__file__).parent / "backends" / "nvidia" / "bin" / name)
 
+def _check_kernel_case(kind, dtype, head_dim, config, arch):
+    "Raise a `ValueError`/`TypeError` naming the argument unless `compile_kernel` can compile this kernel."
+    if kind not in _KERNELS: raise ValueError(f"kind={kind!r} must be one of {list(_KERNELS)}")
+    _check_kernel_dtype(dtype); check_int("head_dim", head_dim, 1, ft.MAX_HEAD_DIM); check_int("arch", arch)
+    if config is not None:
+        need = set(ft.block_config("bwd" if kind.startswith("bwd") else "fwd", head_dim, dtype, interpret=False))
+        if not isinstance(config, dict) or set(config) != need:
+            raise ValueError(f"config={config!r} must be None or a dict with the keys {sorted(need)} (as block_config returns)")
+        for key, val in config.items(): check_int(f"config[{key!r}]", val)
+
 def compile_kernel(kind: str, # "fwd", "bwd_dkdv" or "bwd_dq"
                    dtype: torch.dtype, head_dim: int, is_causal: bool=False,
                    config: dict|None=None, # tile sizes as in `block_config` (default: its GPU choice)
                    arch: int=90, # compute capability x 10: 90 is Hopper (H100, H200)
                   ) -> dict:
     "Compile one kernel for a CUDA GPU without needing one (Triton's ahead-of-time path); return its resource usage."
+    _check_kernel_case(kind, dtype, head_dim, config, arch)
     if ft.interpreting(): raise RuntimeError("the kernels are interpreted here: compile in a process started with TRITON_INTERPRET=0")
     import re, subprocess, tempfile
     from triton.backends.compiler import GPUTarget
@@ -326,6 +367,10 @@ def hopper_cases(candidates: bool=False, # also every tuning candidate (FWD_CAND
 def compile_report(cases: list[tuple], # (kind, dtype, D, causal, config or None), e.g. from `hopper_cases`
                    arch: int=90) -> list[dict]:
     "`compile_kernel` for every case; in a child process with TRITON_INTERPRET=0 when this one interprets the kernels."
+    if not isinstance(cases, (list, tuple)): raise TypeError(f"cases={cases!r} must be a list of (kind, dtype, D, causal, config) tuples")
+    for c in cases:
+        if not isinstance(c, tuple) or len(c) != 5: raise ValueError(f"cases contains {c!r}: each case is (kind, dtype, D, causal, config)")
+        _check_kernel_case(c[0], c[1], c[2], c[4], arch)
     if not ft.interpreting() and ft.TRITON_ERROR is None: return [compile_kernel(*c, arch=arch) for c in cases]
     import shutil, subprocess, tempfile
     todo = json.dumps([[k, str(dt)[6:], d, c, cfg] for k, dt, d, c, cfg in cases])
