@@ -1604,6 +1604,16 @@ for p, bad, exc, words in (("config", "c", TypeError, [NAMED("config"), "Transfo
                            ("warmup", -1, ValueError, ["warmup=-1"]), ("backend", "nope", ValueError, ["backend='nope'", "inductor"]),
                            ("seed", -1, ValueError, ["seed=-1"])):
     R(f"bench.bench_compile.{p}.{bad!r}", BCo + p, exc, words, lambda p=p, bad=bad: _bc(**{p: bad}))
+DS = BE + "decode_step:"
+def _ds(cache=None, context=2):
+    m = lm(); c = m.new_cache(max_len=4, batch=1) if cache is None else cache
+    return bench.decode_step(m, c, context, ids(1, 1))
+R("bench.decode_step.cache.growing", DS + "cache", TypeError, ["cache must be a StaticCache", "DecoderCache"],
+  lambda: _ds(model.DecoderCache(2)))
+R("bench.decode_step.cache.str", DS + "cache", TypeError, ["cache must be a StaticCache", "str"], lambda: _ds("c"))
+R("bench.decode_step.context.too_long", DS + "context", ValueError, ["context=4", "[0, 3]"], lambda: _ds(context=4))
+R("bench.decode_step.context.negative", DS + "context", ValueError, ["context=-1"], lambda: _ds(context=-1))
+R("bench.decode_step.context.float", DS + "context", TypeError, ["context=1.0"], lambda: _ds(context=1.0))
 
 # =====================================================================================================================
 # viz and widgets (only the arguments the course itself interprets; the rest are matplotlib's)
@@ -1727,7 +1737,6 @@ EXEMPT_CALLABLES: dict = {
     "gpu_check.main": "command line: argparse validates argv and exits with a usage message",
     "gpu_check.hopper_cases": "its one argument is a flag (also list the tuning candidates)",
     "bench.attention_columns": ROWS_OUT, "bench.torch_compile_table": ROWS_OUT,
-    "bench.decode_step": "the timed body of bench_compile's decode workload: model and kv are what bench_compile built, and the model checks idx",
     "bench.bench_backends": "lists the backends available on a device; its one argument is a device string that torch checks",
     "bench.available_bytes": "reads free memory of a device; its one argument is a device string that torch checks",
     "bench.markdown_table": "formats the result rows that bench_attention returned (not user input)",
@@ -1748,6 +1757,8 @@ DTYPE_T = "a dtype handed to torch's .to(), which raises its own TypeError for a
 PASS = "passed through unchanged to the wrapped callable, which validates it"
 MPL = "passed to matplotlib, which validates its own arguments"
 EXEMPT_PARAMS: dict = {
+    ("bench.decode_step", "model"): "any callable model; it is called at once with idx and cache (rows on DecoderOnlyLM.forward)",
+    ("bench.decode_step", "idx"): "passed to the model, whose token check names it (rows on DecoderOnlyLM.forward)",
     ("attention.causal_mask", "device"): DEVICE,
     ("attention.scaled_dot_product_attention", "return_weights"): FLAG,
     **{("attention.choose_backend", p): "a pure dispatch function: the chosen backend validates q, k, v, mask, is_causal (rows on attend)"

@@ -236,17 +236,20 @@ def test_bench_compile_structure_and_equality():
     with pytest.raises(ValueError, match=r"^seq_len=1 must be an int >= 2$"): bench.bench_compile(cfg, seq_len=1)
 
 def test_decode_step_equals_a_full_forward():
-    "decode_step on a cache of T - 1 tokens gives the last position's logits of a forward over all T tokens."
+    "decode_step on a static cache of T - 1 tokens gives the last position's logits of a forward over all T tokens, call after call."
     from transformer_lit.model import DecoderOnlyLM, TransformerConfig
     cfg = TransformerConfig(vocab_size=32, d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0, max_len=16)
     torch.manual_seed(0)
     m = DecoderOnlyLM(cfg).double().eval()
     idx, _ = bench.lm_inputs(cfg, 2, 9)
-    cache = m.new_cache(); m(idx[:, :-1], cache=cache)
-    kv = [(c.k, c.v) for c in cache.layers]
-    out = bench.decode_step(m, kv, idx[:, -1:])
-    torch.testing.assert_close(out, m(idx)[:, -1:], rtol=1e-10, atol=1e-10)
-    assert all(c.k.shape[2] == 8 for c in cache.layers)                    # the given context is left as it was
+    cache = m.new_cache(max_len=9, batch=2); m(idx[:, :-1], cache=cache)
+    for _ in range(2):                                                     # rewound each time: the same step again
+        out = bench.decode_step(m, cache, 8, idx[:, -1:])
+        torch.testing.assert_close(out, m(idx)[:, -1:], rtol=1e-10, atol=1e-10)
+        assert int(cache.pos) == 9
+    with pytest.raises(TypeError, match=r"^cache must be a StaticCache \(model.new_cache\(max_len=, batch=\)\), got DecoderCache$"):
+        bench.decode_step(m, m.new_cache(), 8, idx[:, -1:])
+    with pytest.raises(ValueError, match=r"^context=9 must be an int in \[0, 8\]$"): bench.decode_step(m, cache, 9, idx[:, -1:])
 
 
 # ---------------------------------------------------------------- the GPU check (transformer_lit.gpu_check)

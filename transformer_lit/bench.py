@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from .attention import attention_backends, backend_names, causal_mask, check_int, choose_backend
 from .flash import attention_flops, peak_memory
-from .model import DecoderCache, DecoderOnlyLM, TransformerConfig
+from .model import DecoderOnlyLM, StaticCache, TransformerConfig
 from .multihead import KVCache, MultiHeadAttention
 
 # %% auto #0
@@ -451,13 +451,15 @@ def lm_inputs(config, batch: int, seq_len: int, device="cpu", seed: int=0):
     return ids[:, :-1], ids[:, 1:]
 
 def decode_step(model, # a DecoderOnlyLM (eager or compiled)
-                kv, # [(k, v)] per layer: the cached context's keys and values (B, G, T, D)
+                cache: StaticCache, # preallocated; its first `context` slots hold the context's keys and values
+                context: int, # the slots kept: the new token is written into slot `context`
                 idx, # (B, 1) the new token
                ):
-    "One cached decoding step: a fresh cache holding `kv` (so every call sees the same context), then one new token's logits."
-    cache = DecoderCache(len(kv))
-    for c, (k, v) in zip(cache.layers, kv): c.k, c.v = k, v
-    return model(idx, cache=cache)                                       # (B, 1, V); the cache grows by one
+    "One cached decoding step at a fixed context: forget the slots from `context` on (in place), then one new token's logits."
+    if not isinstance(cache, StaticCache): raise TypeError(f"cache must be a StaticCache (model.new_cache(max_len=, batch=)), got {type(cache).__name__}")
+    check_int("context", context, 0, cache.max_len - 1)
+    cache.rewind(context)                                                # same shapes every call: a compiled step keeps its graph
+    return model(idx, cache=cache)                                       # (B, 1, V)
 
 def _train_step(model, opt, idx, targets):
     "One training step: forward with the loss, backward, optimizer step; returns the loss."
@@ -491,15 +493,14 @@ def bench_compile(config=None, # a TransformerConfig; default B8 T256 d256 L4 (v
     torch.manual_seed(seed)
     eager = DecoderOnlyLM(config).to(device).eval()
     idx, targets = lm_inputs(config, batch, seq_len, device, seed)
-    prefill = eager.new_cache()
-    with torch.no_grad(): eager(idx[:, :-1], cache=prefill)           # the decoding context: T - 1 tokens' keys and values
-    kv = [(c.k, c.v) for c in prefill.layers]
+    cache = eager.new_cache(max_len=seq_len, batch=batch)            # StaticCache: (B, G, T, D) buffers per layer
+    with torch.no_grad(): eager(idx[:, :-1], cache=cache)             # the decoding context: T - 1 tokens' keys and values
     from torch._inductor import config as inductor_config          # torch.compile's compiler, imported on first use
     rows = []
     for w in workloads:
         torch.compiler.reset()                                      # nothing compiled before counts
         compiled = torch.compile(copy.deepcopy(eager), fullgraph=fullgraph, backend=backend)   # the same weights, compiled
-        run_e, run_c = (_workload(w, m, idx, targets, kv) for m in (eager, compiled))
+        run_e, run_c = (_workload(w, m, idx, targets, cache) for m in (eager, compiled))
         out_e = run_e()
         with inductor_config.patch(force_disable_caches=cold), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")   # the cold compile says so: known
@@ -520,7 +521,7 @@ def bench_compile(config=None, # a TransformerConfig; default B8 T256 d256 L4 (v
     eager.eval()
     return rows
 
-def _workload(name, model, idx, targets, kv):
+def _workload(name, model, idx, targets, cache):
     "The zero-argument function timed for workload `name` on `model` (eager or compiled)."
     if name == "train":
         model.train()
@@ -528,7 +529,7 @@ def _workload(name, model, idx, targets, kv):
         return lambda: _train_step(model, opt, idx, targets)
     model.eval()
     if name == "forward": return torch.no_grad()(lambda: model(idx))
-    return torch.no_grad()(lambda: decode_step(model, kv, idx[:, -1:]))
+    return torch.no_grad()(lambda: decode_step(model, cache, idx.shape[1] - 1, idx[:, -1:]))
 
 def torch_compile_table(rows: list[dict], title: str|None=None) -> str:
     "The rows of `bench_compile` as a markdown table."
