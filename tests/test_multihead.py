@@ -656,3 +656,9 @@ def test_projections_check_their_inputs():
         with pytest.raises(exc, match="^" + re.escape(msg) + "$"): call()
     q, k, v = m.project_qkv(x)                                           # legal calls still work
     torch.testing.assert_close(m.project_q(x), q, rtol=0, atol=0)
+
+def test_static_cache_names_a_bad_device():
+    for bad, exc in (("xyz", ValueError), (3.5, TypeError)):
+        with pytest.raises(exc, match="^" + re.escape(f"device={bad!r} must be None, a torch.device or a device string such as 'cpu' or 'cuda:0'") + "$"):
+            StaticKVCache(1, 2, 6, 4, device=bad)
+    assert StaticKVCache(1, 2, 6, 4, device="cpu").k.device == torch.device("cpu")

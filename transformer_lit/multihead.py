@@ -138,6 +138,10 @@ class StaticKVCache:
         check_int("batch", batch, minimum=0)
         for name, val in (("n_kv_heads", n_kv_heads), ("max_len", max_len), ("head_dim", head_dim)): check_int(name, val)
         _check_float_dtype("dtype", dtype)
+        try: device = None if device is None else torch.device(device)
+        except (RuntimeError, TypeError) as e:
+            raise (ValueError if isinstance(e, RuntimeError) else TypeError)(
+                f"device={device!r} must be None, a torch.device or a device string such as 'cpu' or 'cuda:0'") from None
         self.k = torch.zeros(batch, n_kv_heads, max_len, head_dim, dtype=dtype, device=device)  # (B, G, max_len, D)
         self.v = torch.zeros_like(self.k)                                # (B, G, max_len, D)
         self.pos = torch.zeros((), dtype=torch.long, device=self.k.device)  # slots filled so far: a tensor, so a compiled step never specialises on it
