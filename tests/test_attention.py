@@ -622,3 +622,49 @@ def test_compiled_graph_carries_no_value_checks():
     with E(ValueError, "mask contains +inf"): scaled_dot_product_attention(q, k, v, mask=m)
     explained = torch._dynamo.explain(scaled_dot_product_attention)(q, k, v, mask=m)
     assert explained.graph_break_count == 0 and explained.graph_count == 1
+
+
+# ---------------------------------------------------------------- the registry and the helpers refuse bad arguments at entry
+def _registered(**kw):
+    "Register a backend 'tmp' with `kw`, removing it again whatever happens."
+    try: A.register_backend("tmp", **({"fn": scaled_dot_product_attention} | kw))
+    finally:
+        if "tmp" in A.backend_info: A.unregister_backend("tmp")
+
+@pytest.mark.parametrize("kw, exc, msg", [
+    (dict(supports=3), TypeError, "supports=3 must be callable or None"),
+    (dict(priority="high"), TypeError, "priority='high' must be an int"),
+    (dict(priority=1.5), TypeError, "priority=1.5 must be an int"),
+    (dict(priority=True), TypeError, "priority=True must be an int"),
+    (dict(prefer=3), TypeError, "prefer=3 must be callable or None"),
+])
+def test_register_backend_refuses_and_registers_nothing(kw, exc, msg):
+    with E(exc, msg): _registered(**kw)
+    assert "tmp" not in A.backend_info and "tmp" not in dict(A.attention_backends)   # nothing half-registered
+
+def test_register_backend_takes_any_int_priority():
+    A.register_backend("tmp", scaled_dot_product_attention, priority=-5)
+    try: assert A.backend_info["tmp"].priority == -5
+    finally: A.unregister_backend("tmp")
+
+@pytest.mark.parametrize("p", [math.nan, 1.0, -0.1, "x"])
+def test_choose_backend_names_dropout_before_asking_a_backend(p):
+    q = k = v = torch.randn(1, 2, 3, 4)
+    for backend in ("auto", "math", "flash"):
+        with E(ValueError, f"dropout_p={p!r} must be a number in [0, 1)"): choose_backend(q, k, v, dropout_p=p, backend=backend)
+
+def test_check_values_wants_a_bool_tensor():
+    with E(TypeError, "ok must be a bool torch.Tensor, got bool"): A.check_values(False, "m")
+    with E(TypeError, "ok.dtype=torch.int64 must be torch.bool"): A.check_values(torch.tensor([1, 0]), "m")
+    A.check_values(torch.tensor([True]), "m")                          # passes
+
+def test_check_int_without_a_lower_bound():
+    assert A.check_int("n", -7, minimum=None) == -7
+    with E(ValueError, "n=5 must be an int <= 4"): A.check_int("n", 5, minimum=None, maximum=4)
+    with E(TypeError, "n='3' must be an int"): A.check_int("n", "3", minimum=None)
+
+@pytest.mark.parametrize("bad, exc, msg", [(math.nan, ValueError, "scale=nan must be a finite number or None"),
+                                           (10**400, ValueError, "must be a finite number or None"),
+                                           ("x", TypeError, "scale='x' must be a number or None")])
+def test_check_scale_messages(bad, exc, msg):
+    with pytest.raises(exc, match=re.escape(msg)): A.check_scale(bad)

@@ -450,3 +450,27 @@ def test_blocks_refuse_non_floating_and_mismatched_dtypes(dtype):
         dec(x, x.double())
     for blk in (enc, gpt): assert blk(torch.zeros(0, 3, D)).shape == (0, 3, D)
     assert dec(torch.zeros(0, 3, D), torch.zeros(0, 5, D)).shape == (0, 3, D)
+
+
+# ---------------------------------------------------------------- bad input named by the block's own arguments
+def test_make_norm_names_its_arguments():
+    with pytest.raises(ValueError, match=re.escape("d_model=0 must be a positive int")): make_norm("layer", 0)
+    with pytest.raises(TypeError, match=re.escape("d_model=8.0 must be a positive int")): make_norm("rms", 8.0)
+    with pytest.raises(ValueError, match=re.escape("norm='batch' must be one of ('layer', 'rms')")): make_norm("batch", 0)
+    assert isinstance(make_norm("rms", 8), RMSNorm) and isinstance(make_norm("layer", 8, 1e-3), LayerNorm)
+
+@pytest.mark.parametrize("cls", [EncoderBlock, DecoderBlock, DecoderOnlyBlock])
+def test_blocks_name_layer_norm_eps_and_rotary(cls):
+    for eps in (0, -1e-5, float("nan"), "1e-5"):
+        with pytest.raises(ValueError, match="^" + re.escape(f"layer_norm_eps={eps!r} is the norms' ε: eps={eps!r} must be a finite number > 0")):
+            cls(8, 2, layer_norm_eps=eps)
+    with pytest.raises(TypeError, match=re.escape("rotary=3 must be callable")): cls(8, 2, rotary=3)
+
+def test_decoder_block_names_memory_cache():
+    torch.manual_seed(0)
+    blk = DecoderBlock(8, 2, 16).eval()
+    x = torch.randn(1, 3, 8)
+    for bad in ("c", KVCache()):
+        with pytest.raises(TypeError, match="^" + re.escape(f"memory_cache must be a CrossKVCache (the memory's keys and values) or None, got {type(bad).__name__}")):
+            blk(x, x, memory_cache=bad)
+    mc = CrossKVCache(); blk(x, x, memory_cache=mc); assert len(mc) == 3

@@ -1,4 +1,5 @@
 """Tests for transformer_lit.masks: causal and padding masks, their combination, and what they guarantee."""
+import math
 import pytest
 import torch
 import torch.nn.functional as F
@@ -167,10 +168,12 @@ def test_combine_masks_bad_input():
 
 def test_mask_to_str():
     assert mask_to_str(causal_mask(2, 3, "bottom-right")) == "■■·\n■■■"
-    with pytest.raises(ValueError, match=r"mask must be a 2-D bool tensor, got dtype torch.bool and shape \(1, 2, 2\)"):
+    with pytest.raises(ValueError, match=r"^mask.shape=\(1, 2, 2\) must be 2-D \(Lq, Lk\)$"):
         mask_to_str(causal_mask(2)[None])
-    with pytest.raises(ValueError, match="mask must be a 2-D bool tensor, got dtype torch.float32"):
+    with pytest.raises(TypeError, match=r"^mask.dtype=torch.float32 must be torch.bool \(True = may attend\)$"):
         mask_to_str(to_additive(causal_mask(2)))
+    with pytest.raises(TypeError, match="^mask must be a torch.Tensor, got str$"):
+        mask_to_str("x")
 
 
 # ---------------------------------------------------------------- from_torch_masks
@@ -292,3 +295,24 @@ def test_fully_masked_rows_give_zeros_and_finite_gradients():
     out[left[:, None, :, None].expand_as(out)].sum().backward()
     for t in (q, k, v):
         assert torch.isfinite(t.grad).all()
+
+
+# ---------------------------------------------------------------- bad input at entry (exact messages)
+@pytest.mark.parametrize("call, exc, msg", [
+    (lambda: to_additive(torch.ones(2, 2, dtype=torch.bool), torch.int64), TypeError,
+     "dtype=torch.int64 must be a floating torch.dtype, e.g. torch.float32"),
+    (lambda: to_additive(torch.zeros(2, 2), "float16"), TypeError, "dtype='float16' must be a floating torch.dtype, e.g. torch.float32"),
+    (lambda: from_torch_masks(torch.zeros(3, 3, dtype=torch.long)), TypeError,
+     "attn_mask.dtype=torch.int64 must be torch.bool (True = blocked, torch's convention) or floating point"),
+    (lambda: from_torch_masks(key_padding_mask=torch.zeros(1, 3, dtype=torch.uint8)), TypeError,
+     "key_padding_mask.dtype=torch.uint8 must be torch.bool (True = blocked, torch's convention) or floating point"),
+    (lambda: padding_mask(torch.tensor([1.0])), TypeError, "lengths.dtype=torch.float32 must be an integer dtype"),
+])
+def test_masks_bad_input(call, exc, msg):
+    import re
+    with pytest.raises(exc, match="^" + re.escape(msg) + "$"): call()
+
+def test_to_additive_keeps_float_masks_and_builds_in_the_dtype():
+    m = torch.tensor([[0.0, -math.inf]])
+    assert to_additive(m) is m
+    assert to_additive(causal_mask(2), torch.float64).dtype == torch.float64

@@ -264,8 +264,9 @@ def test_forward_errors():
     mc = CrossKVCache(); m(x, torch.randn(2, 5, 8), cache=mc)
     with E(ValueError, "key.shape[:2]=(2, 3) must equal the CrossKVCache's (batch, keys)=(2, 5): it holds the keys and values of one memory"):
         m(x, torch.randn(2, 3, 8), cache=mc)
-    with E(ValueError, "positions must be a tensor of shape (Lq,) or (B, Lq) with Lq=4, got (3,)"): m(x, positions=torch.arange(3))
-    with E(ValueError, "positions must be a tensor of shape (Lq,) or (B, Lq) with Lq=4, got list"): m(x, positions=[0, 1, 2, 3])
+    with E(ValueError, "positions.shape=(3,) must be (Lq,) or (B, Lq) with Lq=4"): m(x, positions=torch.arange(3))
+    with E(TypeError, "positions must be a torch.Tensor, got list"): m(x, positions=[0, 1, 2, 3])
+    with E(TypeError, "positions.dtype=torch.float32 must be an integer dtype"): m(x, positions=torch.arange(4.0))
     cache = KVCache(); m(x, cache=cache)
     with E(ValueError, "k.shape=(1, 2, 4, 4), v.shape=(1, 2, 4, 4) must match the cached (2, 2, 4, 4), (2, 2, 4, 4) in all dims but -2"):
         m(x[:1], cache=cache)
@@ -597,3 +598,67 @@ def test_split_and_merge_heads_check_their_input():
     with pytest.raises(ValueError, match=re.escape("x.dim()=2 must be 3: (B, T, H·D)")): split_heads(torch.zeros(3, 8), 2)
     with pytest.raises(ValueError, match=re.escape("x.dim()=3 must be 4: (B, H, T, D)")): merge_heads(torch.zeros(2, 3, 8))
     with pytest.raises(TypeError, match=re.escape("x must be a torch.Tensor, got list")): merge_heads([1.0])
+
+
+# ---------------------------------------------------------------- bad input at entry: caches, rotary, the projections
+def _X(*shape, dtype=torch.float32): return torch.randn(*shape, generator=torch.Generator().manual_seed(0)).to(dtype)
+
+@pytest.mark.parametrize("make", [KVCache, lambda: StaticKVCache(1, 2, 6, 4)], ids=["KVCache", "StaticKVCache"])
+@pytest.mark.parametrize("k, v, exc, msg", [
+    ("k", _X(1, 2, 3, 4), TypeError, "k must be a torch.Tensor, got str"),
+    (_X(1, 2, 3, 4), "v", TypeError, "v must be a torch.Tensor, got str"),
+    (_X(3, 4), _X(3, 4), ValueError, "k.dim()=2 must be 4: (B, G, t, D)"),
+    (_X(1, 2, 3, 4), _X(2, 3, 4), ValueError, "v.dim()=3 must be 4: (B, G, t, D)"),
+    (_X(1, 2, 3, 4).long(), _X(1, 2, 3, 4), TypeError, "k.dtype=torch.int64 must be a floating dtype"),
+    (_X(1, 2, 3, 4), _X(1, 2, 2, 4), ValueError, "v.shape=(1, 2, 2, 4) must equal k.shape=(1, 2, 3, 4) in (B, G, t)"),
+    (_X(1, 2, 3, 4), _X(1, 2, 3, 4).double(), TypeError, "v.dtype=torch.float64 must equal k.dtype=torch.float32"),
+])
+def test_cache_append_checks_on_the_first_call(make, k, v, exc, msg):
+    c = make()
+    with pytest.raises(exc, match="^" + re.escape(msg) + "$"): c.append(k, v)
+
+def test_kv_cache_refuses_a_new_dtype():
+    c = KVCache(); c.append(_X(1, 2, 3, 4), _X(1, 2, 3, 4))
+    with pytest.raises(TypeError, match=re.escape("k.dtype=torch.float64 must equal the cached keys' dtype torch.float32")):
+        c.append(_X(1, 2, 1, 4).double(), _X(1, 2, 1, 4).double())
+
+def test_static_cache_checks_dtype_and_reorder_rows():
+    with pytest.raises(TypeError, match=re.escape("dtype=torch.int64 must be a floating torch.dtype, e.g. torch.float32")):
+        StaticKVCache(1, 2, 6, 4, dtype=torch.int64)
+    c = StaticKVCache(3, 2, 6, 4); c.append(_X(3, 2, 2, 4), _X(3, 2, 2, 4))
+    k0 = c.k.clone()
+    for rows, exc, msg in ((torch.tensor([0.0, 1.0, 2.0]), TypeError, "rows.dtype=torch.float32 must be an integer dtype"),
+                           ([0, 1, 2], TypeError, "rows must be a torch.Tensor, got list"),
+                           (torch.tensor([0, 1]), ValueError, "rows.shape=(2,) must be (B,)=(3,)"),
+                           (torch.tensor([0, 3, 1]), ValueError, "rows=[0, 3, 1] must lie in [0, B=3)"),
+                           (torch.tensor([0, -1, 1]), ValueError, "rows=[0, -1, 1] must lie in [0, B=3)")):
+        with pytest.raises(exc, match="^" + re.escape(msg) + "$"): c.reorder(rows)
+    torch.testing.assert_close(c.k, k0, rtol=0, atol=0)                  # a refused reorder changes nothing
+    c.reorder(torch.tensor([2, 2, 0], dtype=torch.int32))
+    torch.testing.assert_close(c.k, k0[[2, 2, 0]], rtol=0, atol=0)
+
+def test_rotary_must_be_callable():
+    with pytest.raises(TypeError, match=re.escape("rotary=3 must be callable, rotary(x, positions) -> x (e.g. a RotaryEmbedding), or None")):
+        MultiHeadAttention(8, 2, rotary=3)
+
+def test_projections_check_their_inputs():
+    torch.manual_seed(0)
+    m, c = MultiHeadAttention(8, 2), MultiHeadAttention(8, 2, kdim=3, vdim=5)
+    x = _X(1, 3, 8)
+    for call, exc, msg in ((lambda: m.project_qkv("x"), TypeError, "query must be a torch.Tensor, got str"),
+                           (lambda: m.project_q("x"), TypeError, "query must be a torch.Tensor, got str"),
+                           (lambda: m.project_qkv(_X(1, 3, 5)), ValueError, "query.shape[-1]=5 must equal d_model=8"),
+                           (lambda: m.project_q(_X(1, 3, 5)), ValueError, "query.shape[-1]=5 must equal d_model=8"),
+                           (lambda: m.project_q(x.double()), TypeError, "query.dtype=torch.float64 must equal the module's parameter dtype torch.float32"),
+                           (lambda: m.project_qkv(x, "k"), TypeError, "key must be a torch.Tensor, got str"),
+                           (lambda: m.project_qkv(x, x, _X(1, 3, 5)), ValueError, "value.shape[-1]=5 must equal vdim=8"),
+                           (lambda: c.project_qkv(x, _X(1, 4, 3)), ValueError, "value=None defaults to key, which needs kdim=3 to equal vdim=5: pass value")):
+        with pytest.raises(exc, match="^" + re.escape(msg) + "$"): call()
+    q, k, v = m.project_qkv(x)                                           # legal calls still work
+    torch.testing.assert_close(m.project_q(x), q, rtol=0, atol=0)
+
+def test_static_cache_names_a_bad_device():
+    for bad, exc in (("xyz", ValueError), (3.5, TypeError)):
+        with pytest.raises(exc, match="^" + re.escape(f"device={bad!r} must be None, a torch.device or a device string such as 'cpu' or 'cuda:0'") + "$"):
+            StaticKVCache(1, 2, 6, 4, device=bad)
+    assert StaticKVCache(1, 2, 6, 4, device="cpu").k.device == torch.device("cpu")

@@ -544,3 +544,59 @@ def test_rope_positions_need_no_table_and_no_host_read():
 def test_alibi_bias_at_checks_its_positions():
     with pytest.raises(TypeError, match="q_positions.dtype=torch.float32 must be an integer dtype"): alibi_bias_at(4, torch.zeros(3), 5)
     with pytest.raises(ValueError, match=r"q_positions.dim\(\)=2 must be 1"): alibi_bias_at(4, torch.zeros(1, 3, dtype=torch.long), 5)
+
+
+# ---------------------------------------------------------------- bad input at entry (exact messages)
+import re                                                                                                           # noqa: E402
+
+def _E(exc, msg): return pytest.raises(exc, match="^" + re.escape(msg) + "$")
+
+@pytest.mark.parametrize("rot", [rotate_half, rotate_interleaved])
+def test_rotations_need_pairs(rot):
+    with _E(TypeError, "x must be a torch.Tensor, got str"): rot("x")
+    with _E(ValueError, "x.shape[-1]=3 must be even: the dims rotate in pairs"): rot(torch.randn(2, 3))
+    with _E(ValueError, "x.shape[-1]=None must be even: the dims rotate in pairs"): rot(torch.tensor(1.0))
+
+def test_apply_rotary_checks_its_inputs():
+    x, c = torch.randn(1, 2, 3, 4), torch.randn(3, 4)
+    with _E(TypeError, "x must be a torch.Tensor, got str"): apply_rotary("x", c, c)
+    with _E(ValueError, "cos.shape=(3, 6) must broadcast to x.shape=(1, 2, 3, 4)"): apply_rotary(x, torch.randn(3, 6), c)
+    with _E(ValueError, "sin.shape=(2, 1, 3, 4) must broadcast to x.shape=(1, 2, 3, 4)"): apply_rotary(x, c, torch.randn(2, 1, 3, 4))
+    with _E(TypeError, "sin must be a torch.Tensor, got float"): apply_rotary(x, c, 0.5)
+    with _E(ValueError, "x.shape[-1]=3 must be even: the dims rotate in pairs"):
+        apply_rotary(torch.randn(1, 2, 3, 3), torch.randn(3, 3), torch.randn(3, 3), interleaved=True)
+    with _E(TypeError, "interleaved=1 must be a bool (True or False)"): apply_rotary(x, c, c, interleaved=1)
+
+@pytest.mark.parametrize("call, exc, msg", [
+    (lambda: rotation_matrix(math.nan, 4), ValueError, "m=nan must be a finite number"),
+    (lambda: rotation_matrix("1", 4), TypeError, "m='1' must be a number"),
+    (lambda: LearnedPositionalEmbedding(4, 8, math.nan), ValueError, "init_std=nan must be a finite number"),
+    (lambda: LearnedPositionalEmbedding(4, 8, "0.02"), TypeError, "init_std='0.02' must be a number"),
+    (lambda: LearnedPositionalEmbedding(4, 8, -1.0), ValueError, "init_std=-1.0 must be >= 0 (a standard deviation)"),
+    (lambda: sinusoidal_encoding(4, 4, dtype=torch.int64), TypeError, "dtype=torch.int64 must be a floating torch.dtype, e.g. torch.float32"),
+    (lambda: sinusoidal_at(torch.arange(3), 4, dtype=torch.bool), TypeError, "dtype=torch.bool must be a floating torch.dtype, e.g. torch.float32"),
+    (lambda: sinusoidal_at(torch.arange(3.0), 4), TypeError, "positions.dtype=torch.float32 must be an integer dtype"),
+    (lambda: sinusoidal_at([0, 1], 4), TypeError, "positions must be a torch.Tensor, got list"),
+    (lambda: sinusoidal_at(torch.arange(3), 5), ValueError, "d_model=5 must be a positive even int"),
+    (lambda: alibi_bias(2, 3, dtype=torch.int64), TypeError, "dtype=torch.int64 must be a floating torch.dtype, e.g. torch.float32"),
+    (lambda: alibi_bias(2, 3, causal=1), TypeError, "causal=1 must be a bool (True or False)"),
+    (lambda: alibi_slopes(2, dtype="float"), TypeError, "dtype='float' must be a floating torch.dtype, e.g. torch.float32"),
+    (lambda: alibi_bias_at(2, torch.tensor([0.0]), 3), TypeError, "q_positions.dtype=torch.float32 must be an integer dtype"),
+    (lambda: alibi_bias_at(2, [0], 3), TypeError, "q_positions must be a torch.Tensor, got list"),
+    (lambda: alibi_bias_at(2, torch.tensor([[0]]), 3), ValueError, "q_positions.dim()=2 must be 1: (Lq,)"),
+    (lambda: alibi_bias_at(2, torch.tensor([0]), 0), ValueError, "k_len=0 must be a positive int"),
+    (lambda: alibi_bias_at(0, torch.tensor([0]), 3), ValueError, "n_heads=0 must be a positive int"),
+    (lambda: alibi_bias_at(2, torch.tensor([0]), 3, dtype=torch.int32), TypeError, "dtype=torch.int32 must be a floating torch.dtype, e.g. torch.float32"),
+    (lambda: RotaryEmbedding(4).rows("0 1 2"), TypeError, "positions must be a torch.Tensor, got str"),
+    (lambda: RotaryEmbedding(4).rows(torch.tensor([0.5])), TypeError, "positions.dtype=torch.float32 must be an integer dtype"),
+    (lambda: RotaryEmbedding(4).rows(torch.arange(2), dtype=torch.int64), TypeError, "dtype=torch.int64 must be a floating torch.dtype, e.g. torch.float32"),
+    (lambda: RotaryEmbedding(4).tables(4, dtype=torch.int64), TypeError, "dtype=torch.int64 must be a floating torch.dtype, e.g. torch.float32"),
+    (lambda: RotaryEmbedding(4)(torch.randn(1, 2, 3, 4), torch.tensor([0.0, 1.0, 2.0])), TypeError, "positions.dtype=torch.float32 must be an integer dtype"),
+])
+def test_positional_bad_input(call, exc, msg):
+    with _E(exc, msg): call()
+
+def test_rotation_matrix_takes_any_real_position():
+    torch.testing.assert_close(rotation_matrix(2, 4), rotation_matrix(2.0, 4), rtol=0, atol=0)
+    import numpy as np
+    torch.testing.assert_close(rotation_matrix(np.float32(0.5), 4), rotation_matrix(0.5, 4), rtol=0, atol=0)

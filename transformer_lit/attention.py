@@ -86,10 +86,7 @@ def check_scale(scale, # None (the default 1/sqrt(d_k)) or a finite real number
                ):
     "Raise a `TypeError` (not a number) or `ValueError` (not finite) naming `scale` unless it is None or a finite real number."
     if scale is None: return
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)): raise TypeError(f"scale={scale!r} must be a number or None")
-    try: finite = math.isfinite(scale)
-    except OverflowError: finite = False                            # an int beyond the float range
-    if not finite: raise ValueError(f"scale={scale!r} must be a finite number or None")
+    _check_real("scale", scale, allow_none=True)                   # a number, finite
     if dtype is not None and abs(scale) > torch.finfo(dtype).max:
         raise ValueError(f"scale={scale!r} must be a finite number or None, and finite in {dtype} (the dtype of the scores), "
                          f"whose largest value is {torch.finfo(dtype).max:.4g}")
@@ -101,25 +98,49 @@ def check_dropout(dropout_p, name="dropout_p"):
 
 def check_int(name: str, # the argument's name in the message
               value, # the value to check
-              minimum: int=1, maximum: int|None=None, # the allowed range, both ends included
+              minimum: int|None=1, maximum: int|None=None, # the allowed range, both ends included; None: unbounded
               even: bool=False, # also require an even value (dimensions used in pairs)
               allow_none: bool=False, # also accept None (and return it)
              ) -> int|None:
     "Return `value` as an int; raise `TypeError` (not an int: bools are refused) or `ValueError` (outside the rule) naming `name`."
     kind = "even int" if even else "int"
-    rule = (f"a positive {kind}" if minimum == 1 and maximum is None else f"an {kind} >= {minimum}" if maximum is None
-            else f"an {kind} in [{minimum}, {maximum}]") + (" or None" if allow_none else "")
+    rule = ((f"a positive {kind}" if minimum == 1 else f"an {kind}" if minimum is None else f"an {kind} >= {minimum}")
+            if maximum is None else f"an {kind} <= {maximum}" if minimum is None else f"an {kind} in [{minimum}, {maximum}]")
+    rule += " or None" if allow_none else ""
     if value is None and allow_none: return None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral): raise TypeError(f"{name}={value!r} must be {rule}")
-    if value < minimum or (maximum is not None and value > maximum) or (even and value % 2):
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum) or (even and value % 2):
         raise ValueError(f"{name}={value!r} must be {rule}")
     return int(value)
+
+def _check_real(name, value, allow_none=False):
+    "Return `value` as a float; raise `TypeError` (not a real number: bools are refused) or `ValueError` (NaN or infinite) naming `name`."
+    if value is None and allow_none: return None
+    alt = " or None" if allow_none else ""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real): raise TypeError(f"{name}={value!r} must be a number{alt}")
+    try: finite = math.isfinite(value)
+    except OverflowError: finite = False                            # an int beyond the float range
+    if not finite: raise ValueError(f"{name}={value!r} must be a finite number{alt}")
+    return float(value)
+
+def _check_float_dtype(name, dtype):
+    "Raise a `TypeError` naming `name` unless `dtype` is a floating torch.dtype (a table or a mask is built in it)."
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"{name}={dtype!r} must be a floating torch.dtype, e.g. torch.float32")
+
+def _check_int_tensor(name, t):
+    "Raise a `TypeError` naming `name` unless `t` is a tensor of an integer dtype (positions, lengths); its shape is the caller's rule."
+    if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        raise TypeError(f"{name}.dtype={t.dtype} must be an integer dtype")
 
 def check_values(ok: torch.Tensor, # bool, True where the input obeys the rule
                  message, # the error text, or a function returning it (called only when the check fails)
                  exc: type=ValueError, # the exception raised
                 ):
     "Raise `exc` unless `ok` is all True: on the CPU in eager mode; other devices assert without waiting for the device; compiled code skips it."
+    if not isinstance(ok, torch.Tensor): raise TypeError(f"ok must be a bool torch.Tensor, got {type(ok).__name__}")
+    if ok.dtype != torch.bool: raise TypeError(f"ok.dtype={ok.dtype} must be torch.bool")
     if torch.compiler.is_compiling(): return            # no graph break: the compiled graph carries no checks
     if ok.device.type == "cpu":
         if not bool(ok.all()): raise exc(message() if callable(message) else message)
@@ -276,9 +297,11 @@ def register_backend(name: str, # the name used in `backend=`
     if not isinstance(name, str) or not name or name == "auto":
         raise ValueError(f"name={name!r} must be a non-empty string other than 'auto'")
     if not callable(fn): raise TypeError(f"fn={fn!r} must be callable")
-    if supports is None: supports = lambda *args: True
-    attention_backends[name] = fn
+    if supports is not None and not callable(supports): raise TypeError(f"supports={supports!r} must be callable or None")
+    check_int("priority", priority, minimum=None)                   # any int: "auto" sorts by it
     if prefer is not None and not callable(prefer): raise TypeError(f"prefer={prefer!r} must be callable or None")
+    if supports is None: supports = lambda *args: True
+    attention_backends[name] = fn                                   # registered only once every argument is checked
     backend_info[name] = BackendInfo(fn, supports, priority, prefer)
 
 register_backend("math", scaled_dot_product_attention, priority=0)
@@ -306,7 +329,7 @@ def choose_backend(q, k, v, # the attention inputs, as for `scaled_dot_product_a
                    backend: str="auto", # "auto" or a backend name
                   ) -> str:
     "The name of the backend that `attend` will run for these inputs (a pure function of its arguments)."
-    check_backend(backend)
+    check_backend(backend); check_dropout(dropout_p)               # a bad dropout_p is named before any backend is asked
     if need_weights:                                                # only the math backend returns weights
         if backend not in ("auto", "math"):
             raise ValueError(f"backend={backend!r} cannot return weights: need_weights=True needs backend='math' or 'auto'")

@@ -8,8 +8,9 @@ __all__ = ['BLOCK_ACTIVATIONS', 'NORMS', 'make_norm', 'EncoderBlock', 'DecoderBl
 # %% ../nbs/07_cross_attention.ipynb #1a7d3a0c
 import torch
 from torch import nn, Tensor
+from .attention import check_int
 from .multihead import CrossKVCache, KVCache, MultiHeadAttention
-from .norm import LayerNorm, RMSNorm, Residual
+from .norm import LayerNorm, RMSNorm, Residual, _check_eps
 from .ffn import ACTIVATIONS, make_ffn
 
 # %% ../nbs/07_cross_attention.ipynb #47c7aca8
@@ -22,9 +23,10 @@ def make_norm(norm:str, # "layer" (`LayerNorm`) or "rms" (`RMSNorm`)
               bias:bool=True, # LayerNorm's β (RMSNorm has none)
              ) -> nn.Module:
     "A norm by name, as the blocks use it."
+    if norm not in NORMS: raise ValueError(f"norm={norm!r} must be one of {NORMS}")
+    check_int("d_model", d_model)
     if norm == "layer": return LayerNorm(d_model, bias=bias) if eps is None else LayerNorm(d_model, eps, bias=bias)
-    if norm == "rms": return RMSNorm(d_model) if eps is None else RMSNorm(d_model, eps)
-    raise ValueError(f"norm={norm!r} must be one of {NORMS}")
+    return RMSNorm(d_model) if eps is None else RMSNorm(d_model, eps)   # "rms"
 
 def _check_x(x, d_model, name="x", dtype=None):
     "Raise a `TypeError`/`ValueError` naming `name` unless it is a (B, T, d_model) floating tensor of the parameters' `dtype`."
@@ -37,6 +39,9 @@ def _check_x(x, d_model, name="x", dtype=None):
 
 def _sublayers(d_model, d_ff, dropout, activation, norm_first, bias, norm, layer_norm_eps):
     "Check the shared block arguments; return (a function wrapping a sublayer in a `Residual`, the FFN)."
+    if layer_norm_eps is not None:                                  # the norms check it; the message names the block's argument
+        try: _check_eps(layer_norm_eps)
+        except ValueError as e: raise ValueError(f"layer_norm_eps={layer_norm_eps!r} is the norms' ε: {e}") from None
     if activation not in BLOCK_ACTIVATIONS: raise ValueError(f"activation={activation!r} must be one of {BLOCK_ACTIVATIONS}")
     if d_ff is None and activation != "swiglu": d_ff = 4 * d_model  # the 2017 ratio; SwiGLU uses its 2/3 rule
     residual = lambda f: Residual(f, d_model, norm_first, make_norm(norm, d_model, layer_norm_eps, bias), dropout)
@@ -122,6 +127,8 @@ class DecoderBlock(nn.Module):
         dtype = self.self_attn.sublayer.out_proj.weight.dtype
         _check_x(x, self.d_model, dtype=dtype); _check_x(memory, self.d_model, "memory", dtype)
         if memory.shape[0] != x.shape[0]: raise ValueError(f"memory.shape[0]={memory.shape[0]} must equal x.shape[0]={x.shape[0]} (batch)")
+        if memory_cache is not None and not isinstance(memory_cache, CrossKVCache):
+            raise TypeError(f"memory_cache must be a CrossKVCache (the memory's keys and values) or None, got {type(memory_cache).__name__}")
         if use_cache and cache is None: cache = KVCache()
         x = self.self_attn(x, mask=self_mask, is_causal=is_causal, attn_bias=attn_bias, positions=positions, cache=cache)
         x = self.cross_attn(x, memory, mask=memory_mask, cache=memory_cache)  # queries from x, keys and values from the memory

@@ -8,15 +8,16 @@ __all__ = ['mask_to_str', 'to_additive', 'padding_mask', 'combine_masks', 'from_
 # %% ../nbs/06_causal_mask.ipynb #3c988672
 import torch
 from torch import Tensor
-from .attention import check_int, check_values, causal_mask
+from .attention import check_int, check_values, causal_mask, _check_float_dtype, _check_int_tensor
 _all_ = ['causal_mask']  # defined in chapter 00, re-exported here with its alignment explained
 
 # %% ../nbs/06_causal_mask.ipynb #b51aaf0f
 def mask_to_str(mask:Tensor, # bool (Lq, Lk), True = may attend
                ) -> str: # one line per query: "■" may attend, "·" blocked
     "Draw a 2-D bool mask as text."
-    if mask.dtype != torch.bool or mask.dim() != 2:
-        raise ValueError(f"mask must be a 2-D bool tensor, got dtype {mask.dtype} and shape {tuple(mask.shape)}")
+    if not isinstance(mask, Tensor): raise TypeError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool: raise TypeError(f"mask.dtype={mask.dtype} must be torch.bool (True = may attend)")
+    if mask.dim() != 2: raise ValueError(f"mask.shape={tuple(mask.shape)} must be 2-D (Lq, Lk)")
     return "\n".join("".join("■" if a else "·" for a in row) for row in mask.tolist())
 
 # %% ../nbs/06_causal_mask.ipynb #f9fb901f
@@ -25,6 +26,7 @@ def to_additive(mask:Tensor, # bool (True = may attend) or float (returned as it
                ) -> Tensor: # float mask: 0 where allowed, -inf where blocked
     "The float mask that is added to the scores: 0 where `mask` is True, -inf where it is False."
     if not isinstance(mask, Tensor): raise TypeError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
+    _check_float_dtype("dtype", dtype)
     if mask.dtype == torch.bool:
         return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
     if not mask.is_floating_point(): raise TypeError(f"mask.dtype={mask.dtype} must be torch.bool or floating point")
@@ -39,8 +41,7 @@ def padding_mask(lengths, # (B,) number of real tokens per sequence: a 1-D integ
         raise TypeError(f"lengths must be a 1-D integer tensor or a list of ints, got {type(lengths).__name__}")
     if not isinstance(lengths, Tensor):  # an empty list would become float32: make it an empty int tensor
         lengths = torch.as_tensor(lengths) if len(lengths) else torch.zeros(0, dtype=torch.long)
-    if lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:
-        raise TypeError(f"lengths.dtype={lengths.dtype} must be an integer dtype")
+    _check_int_tensor("lengths", lengths)
     if lengths.dim() != 1: raise ValueError(f"lengths.shape={tuple(lengths.shape)} must be 1-D (B,)")
     check_values(lengths >= 0, lambda: f"lengths={lengths.tolist()} must be >= 0")
     if max_len is None: max_len = int(lengths.max()) if lengths.numel() else 0   # the output's shape: this one reads the values
@@ -77,7 +78,10 @@ def from_torch_masks(attn_mask:Tensor|None=None, # torch's attn_mask: bool (True
     "Convert the masks of `nn.MultiheadAttention` and of the `nn.Transformer` layers to this course's convention."
     a = p = None
     for name, m in (("attn_mask", attn_mask), ("key_padding_mask", key_padding_mask)):
-        if m is not None and not isinstance(m, Tensor): raise TypeError(f"{name} must be a torch.Tensor or None, got {type(m).__name__}")
+        if m is None: continue
+        if not isinstance(m, Tensor): raise TypeError(f"{name} must be a torch.Tensor or None, got {type(m).__name__}")
+        if m.dtype != torch.bool and not m.is_floating_point():
+            raise TypeError(f"{name}.dtype={m.dtype} must be torch.bool (True = blocked, torch's convention) or floating point")
     if attn_mask is not None:
         a = ~attn_mask if attn_mask.dtype == torch.bool else attn_mask
         if a.dim() == 3:

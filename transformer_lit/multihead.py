@@ -7,7 +7,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-from .attention import attend, causal_mask, check_backend, check_dropout, check_int, check_mask, check_values, scaled_dot_product_attention
+from .attention import (attend, causal_mask, check_backend, check_dropout, check_int, check_mask, check_values,
+                                       scaled_dot_product_attention, _check_float_dtype, _check_int_tensor)
 
 # %% auto #0
 __all__ = ['split_heads', 'merge_heads', 'check_kv_heads', 'attention_cost', 'kv_cache_bytes', 'KVCache', 'CrossKVCache',
@@ -90,6 +91,15 @@ def kv_cache_bytes(n_kv_heads: int, # G key/value heads per layer
 def _nbytes(*tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors if t is not None)
 
+def _check_kv(k, v):
+    "Raise a `TypeError`/`ValueError` naming the argument unless k (B, G, t, D) and v (B, G, t, Dv) are floating tensors of one dtype."
+    for name, t in (("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if not t.is_floating_point(): raise TypeError(f"{name}.dtype={t.dtype} must be a floating dtype")
+        if t.dim() != 4: raise ValueError(f"{name}.dim()={t.dim()} must be 4: (B, G, t, D)")
+    if v.shape[:3] != k.shape[:3]: raise ValueError(f"v.shape={tuple(v.shape)} must equal k.shape={tuple(k.shape)} in (B, G, t)")
+    if v.dtype != k.dtype: raise TypeError(f"v.dtype={v.dtype} must equal k.dtype={k.dtype}")
+
 class KVCache:
     "The keys and values seen so far by one attention layer, (B, G, T, D) each, grown explicitly by `append`."
     def __init__(self): self.k = self.v = None
@@ -99,6 +109,9 @@ class KVCache:
         return _nbytes(self.k, self.v)
     def append(self, k: torch.Tensor, v: torch.Tensor): # new keys/values (B, G, t, D)
         "Add `k`, `v` after the cached ones and return all keys and values."
+        _check_kv(k, v)
+        if self.k is not None and k.dtype != self.k.dtype:
+            raise TypeError(f"k.dtype={k.dtype} must equal the cached keys' dtype {self.k.dtype}")
         if self.k is not None and (k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1] or v.shape[-1] != self.v.shape[-1]):
             raise ValueError(f"k.shape={tuple(k.shape)}, v.shape={tuple(v.shape)} must match the cached "
                              f"{tuple(self.k.shape)}, {tuple(self.v.shape)} in all dims but -2 (B, key/value heads and D)")
@@ -124,7 +137,11 @@ class StaticKVCache:
                  dtype: torch.dtype=torch.float32, device=None):
         check_int("batch", batch, minimum=0)
         for name, val in (("n_kv_heads", n_kv_heads), ("max_len", max_len), ("head_dim", head_dim)): check_int(name, val)
-        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point: raise TypeError(f"dtype={dtype!r} must be a floating torch.dtype")
+        _check_float_dtype("dtype", dtype)
+        try: device = None if device is None else torch.device(device)
+        except (RuntimeError, TypeError) as e:
+            raise (ValueError if isinstance(e, RuntimeError) else TypeError)(
+                f"device={device!r} must be None, a torch.device or a device string such as 'cpu' or 'cuda:0'") from None
         self.k = torch.zeros(batch, n_kv_heads, max_len, head_dim, dtype=dtype, device=device)  # (B, G, max_len, D)
         self.v = torch.zeros_like(self.k)                                # (B, G, max_len, D)
         self.pos = torch.zeros((), dtype=torch.long, device=self.k.device)  # slots filled so far: a tensor, so a compiled step never specialises on it
@@ -135,6 +152,7 @@ class StaticKVCache:
         return _nbytes(self.k, self.v)
     def append(self, k: torch.Tensor, v: torch.Tensor): # new keys/values (B, G, t, D)
         "Write `k`, `v` into slots pos .. pos+t-1 in place, advance pos by t, and return the whole buffers (B, G, max_len, D)."
+        _check_kv(k, v)
         if k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1] or v.shape != k.shape:
             raise ValueError(f"k.shape={tuple(k.shape)}, v.shape={tuple(v.shape)} must match the buffers "
                              f"{tuple(self.k.shape)} in all dims but -2 (B, key/value heads and D)")
@@ -148,6 +166,11 @@ class StaticKVCache:
         return self.k, self.v
     def reorder(self, rows: torch.Tensor): # (B,) long: new row i continues old row rows[i]
         "Select rows in place (beam search: each beam continues its parent's keys and values)."
+        _check_int_tensor("rows", rows)
+        B = self.k.shape[0]
+        if tuple(rows.shape) != (B,): raise ValueError(f"rows.shape={tuple(rows.shape)} must be (B,)=({B},)")
+        check_values((rows >= 0) & (rows < B), lambda: f"rows={rows.tolist()} must lie in [0, B={B})")
+        rows = rows.to(device=self.k.device, dtype=torch.long)
         self.k.copy_(self.k.index_select(0, rows)); self.v.copy_(self.v.index_select(0, rows))
 
 # %% ../nbs/01_multihead.ipynb #e409bdfb
@@ -171,6 +194,8 @@ class MultiHeadAttention(nn.Module):
         check_int("kdim", kdim, allow_none=True); check_int("vdim", vdim, allow_none=True)
         check_dropout(dropout, "dropout")
         check_backend(backend)
+        if rotary is not None and not callable(rotary):
+            raise TypeError(f"rotary={rotary!r} must be callable, rotary(x, positions) -> x (e.g. a RotaryEmbedding), or None")
         if qkv_bias is not None and not isinstance(qkv_bias, bool): raise TypeError(f"qkv_bias={qkv_bias!r} must be a bool or None")
         qkv_bias = bias if qkv_bias is None else qkv_bias
         self.d_model, self.n_heads, self.n_kv_heads, self.d_head = d_model, n_heads, G, d_model // n_heads
@@ -188,8 +213,8 @@ class MultiHeadAttention(nn.Module):
 
 
 # %% ../nbs/01_multihead.ipynb #7cb748f4
-def _project_qkv(self, query, key=None, value=None):
-    "Project to per-head queries (B, H, Lq, D) and keys, values (B, G, Lk, D); key defaults to query, value to key."
+def _qkv(self, query, key=None, value=None):
+    "`project_qkv` without the checks (forward has made them)."
     self_attn = key is None and value is None
     key = query if key is None else key
     value = key if value is None else value
@@ -203,13 +228,23 @@ def _project_qkv(self, query, key=None, value=None):
     else: q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)
     return split_heads(q, H), split_heads(k, G), split_heads(v, G)  # (B, H, Lq, D), (B, G, Lk, D), (B, G, Lk, D)
 
-def _project_q(self, query):
-    "Project only the queries, (B, H, Lq, D): what a call needs when the keys and values are cached."
+def _q(self, query):
+    "`project_q` without the checks (forward has made them)."
     if self.fused:
         n = self.qkv_widths[0]
         w, b = self.in_proj.weight[:n], None if self.in_proj.bias is None else self.in_proj.bias[:n]
         return split_heads(F.linear(query, w, b), self.n_heads)     # the W_Q rows of the fused weight
     return split_heads(self.q_proj(query), self.n_heads)
+
+def _project_qkv(self, query, key=None, value=None):
+    "Project to per-head queries (B, H, Lq, D) and keys, values (B, G, Lk, D); key defaults to query, value to key."
+    self._check_inputs(query, key, value, None, None)
+    return _qkv(self, query, key, value)
+
+def _project_q(self, query):
+    "Project only the queries, (B, H, Lq, D): what a call needs when the keys and values are cached."
+    self._check_inputs(query, None, None, None, None)
+    return _q(self, query)
 
 MultiHeadAttention.project_qkv, MultiHeadAttention.project_q = _project_qkv, _project_q
 
@@ -264,11 +299,12 @@ def _forward(self, query: torch.Tensor, # (B, Lq, d_model)
     if reuse and tuple(key.shape[:2]) != (cache.k.shape[0], len(cache)):
         raise ValueError(f"key.shape[:2]={tuple(key.shape[:2])} must equal the CrossKVCache's (batch, keys)="
                          f"{(cache.k.shape[0], len(cache))}: it holds the keys and values of one memory")
-    if positions is not None and not (isinstance(positions, torch.Tensor) and positions.dim() in (1, 2) and positions.shape[-1] == query.shape[1]):
-        raise ValueError(f"positions must be a tensor of shape (Lq,) or (B, Lq) with Lq={query.shape[1]}, got "
-                         f"{tuple(positions.shape) if isinstance(positions, torch.Tensor) else type(positions).__name__}")
-    if reuse: q, k, v = self.project_q(query), cache.k, cache.v      # the memory is not read again
-    else: q, k, v = self.project_qkv(query, key, value)             # (B, H, Lq, D), (B, G, Lk, D), (B, G, Lk, Dv)
+    if positions is not None:
+        _check_int_tensor("positions", positions)
+        if positions.dim() not in (1, 2) or positions.shape[-1] != query.shape[1]:
+            raise ValueError(f"positions.shape={tuple(positions.shape)} must be (Lq,) or (B, Lq) with Lq={query.shape[1]}")
+    if reuse: q, k, v = _q(self, query), cache.k, cache.v           # the memory is not read again
+    else: q, k, v = _qkv(self, query, key, value)                   # (B, H, Lq, D), (B, G, Lk, D), (B, G, Lk, Dv)
     past = len(cache) if isinstance(cache, KVCache) else 0
     static = isinstance(cache, StaticKVCache)
     start = cache.pos if static else past                           # a static cache keeps its length in a tensor

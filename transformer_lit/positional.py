@@ -11,7 +11,8 @@ __all__ = ['sinusoidal_frequencies', 'sinusoidal_encoding', 'sinusoidal_at', 'ro
 import math
 import torch
 from torch import nn, Tensor
-from .attention import causal_mask, check_int, check_values
+from .attention import (causal_mask, check_bool, check_int, check_values, _check_float_dtype, _check_int_tensor,
+                                       _check_real)
 
 # %% ../nbs/05_positional.ipynb #p05c009
 def _check_base(base):
@@ -33,7 +34,7 @@ def sinusoidal_encoding(n_positions:int, # number of positions 0 .. n_positions-
                         base:float=10000.0, # the paper's 10000
                         dtype=torch.float32, device=None)->Tensor: # (n_positions, d_model)
     "The fixed table of Vaswani et al. (2017): sin at even dimensions, cos at odd ones."
-    check_int('n_positions', n_positions, minimum=0); check_int('d_model', d_model, even=True)
+    check_int('n_positions', n_positions, minimum=0); check_int('d_model', d_model, even=True); _check_float_dtype('dtype', dtype)
     pos = torch.arange(n_positions, dtype=torch.float64, device='cpu')  # (n_positions,)
     angles = pos[:, None] * sinusoidal_frequencies(d_model, base)    # (n_positions, d_model/2)
     pe = torch.stack([angles.sin(), angles.cos()], dim=-1)           # (n_positions, d_model/2, 2)
@@ -44,7 +45,7 @@ def sinusoidal_at(positions:Tensor, # integer positions of any shape, e.g. (B, T
                   base:float=10000.0,
                   dtype=torch.float32)->Tensor: # positions.shape + (d_model,), on the positions' device
     "The rows of `sinusoidal_encoding` for the given positions, computed from them (in float64) without building a table."
-    check_int('d_model', d_model, even=True)
+    _check_int_tensor('positions', positions); check_int('d_model', d_model, even=True); _check_float_dtype('dtype', dtype)
     angles = positions.to(torch.float64)[..., None] * sinusoidal_frequencies(d_model, base).to(positions.device)  # (..., d_model/2)
     pe = torch.stack([angles.sin(), angles.cos()], dim=-1)           # (..., d_model/2, 2)
     return pe.flatten(-2).to(dtype)                                  # (..., d_model)
@@ -54,6 +55,7 @@ def rotation_matrix(m:float, # position (any real; negative rotates backwards)
                     d:int, # even dimension
                     base:float=10000.0)->Tensor: # (d, d) float64, block-diagonal
     "R(m): block-diagonal 2x2 rotations by m·theta_i, in the paired (interleaved) layout of RoFormer."
+    m = _check_real('m', m)
     ang = m * sinusoidal_frequencies(d, base)                                # (d/2,)
     c, s = ang.cos(), ang.sin()
     blocks = torch.stack([torch.stack([c, -s], -1), torch.stack([s, c], -1)], -2)  # (d/2, 2, 2)
@@ -69,9 +71,7 @@ def _check_x(x, d, name='x'):
 
 def _check_positions(positions, T, limit=None):
     "Raise unless `positions` is an integer (T,) or (B, T) tensor of values >= 0 (and < limit); the values are read only on the CPU in eager mode."
-    if not torch.is_tensor(positions): raise TypeError(f"positions must be a torch.Tensor or None, got {type(positions).__name__}")
-    if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
-        raise TypeError(f"positions.dtype={positions.dtype} must be an integer dtype")
+    _check_int_tensor('positions', positions)
     if positions.dim() not in (1, 2) or positions.shape[-1] != T:
         raise ValueError(f"positions.shape={tuple(positions.shape)} must be (T,) or (B, T) with T={T}")
     check_values(positions >= 0, lambda: f"positions must be >= 0, got a minimum of {int(positions.min())}")
@@ -103,6 +103,7 @@ class LearnedPositionalEmbedding(nn.Module):
     def __init__(self, max_len:int, d_model:int, init_std:float=0.02):
         super().__init__()
         check_int('max_len', max_len); check_int('d_model', d_model)
+        if _check_real('init_std', init_std) < 0: raise ValueError(f"init_std={init_std!r} must be >= 0 (a standard deviation)")
         self.max_len, self.d_model = max_len, d_model
         self.weight = nn.Parameter(torch.randn(max_len, d_model) * init_std)
 
@@ -121,13 +122,21 @@ class LearnedPositionalEmbedding(nn.Module):
         return x + self.weight[offset:end].to(x.dtype)                # (B, T, d_model)
 
 # %% ../nbs/05_positional.ipynb #p05c029
+def _check_pairs(x, name='x'):
+    "Raise unless x is a tensor whose last dim D is even (RoPE rotates D/2 pairs)."
+    if not torch.is_tensor(x): raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() < 1 or x.shape[-1] % 2:
+        raise ValueError(f"{name}.shape[-1]={x.shape[-1] if x.dim() else None} must be even: the dims rotate in pairs")
+
 def rotate_half(x:Tensor)->Tensor:
     "rot(x) for the rotate-half pairing (i, i + D/2): (x1, x2) -> (-x2, x1)."
+    _check_pairs(x)
     x1, x2 = x.chunk(2, dim=-1)                                 # (..., D/2) each
     return torch.cat((-x2, x1), dim=-1)                         # (..., D)
 
 def rotate_interleaved(x:Tensor)->Tensor:
     "rot(x) for the interleaved pairing (2i, 2i+1): (x_2i, x_2i+1) -> (-x_2i+1, x_2i)."
+    _check_pairs(x)
     x1, x2 = x.unflatten(-1, (-1, 2)).unbind(-1)                # (..., D/2) each
     return torch.stack((-x2, x1), dim=-1).flatten(-2)           # (..., D)
 
@@ -135,6 +144,12 @@ def apply_rotary(x:Tensor, # (..., T, D)
                  cos:Tensor, sin:Tensor, # broadcastable to x: each pair's angle on both of its dimensions
                  interleaved:bool=False)->Tensor: # (..., T, D)
     "R(m) x computed as x·cos + rot(x)·sin."
+    _check_pairs(x); check_bool('interleaved', interleaved)
+    for name, t in (('cos', cos), ('sin', sin)):
+        if not torch.is_tensor(t): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        try: ok = torch.broadcast_shapes(t.shape, x.shape) == x.shape
+        except RuntimeError: ok = False
+        if not ok: raise ValueError(f"{name}.shape={tuple(t.shape)} must broadcast to x.shape={tuple(x.shape)}")
     rot = rotate_interleaved if interleaved else rotate_half
     return x * cos + rot(x) * sin
 
@@ -268,6 +283,7 @@ class RotaryEmbedding(nn.Module):
     def rows(self, positions:Tensor, # integer positions, any shape
              dtype=torch.float32, device=None, seq_len:int|None=None)->tuple: # cos, sin of shape positions.shape + (D,)
         "cos and sin for the given positions only, computed in float64 on the positions' device and never cached."
+        _check_int_tensor('positions', positions); _check_float_dtype('dtype', dtype)  # seq_len: checked by rope_inv_freq
         inv, af = (rope_inv_freq(self.head_dim, self.base, self.scaling, seq_len) if seq_len is not None and self._dynamic(seq_len)
                    else (self.inv_freq, self.attention_factor))
         ang = positions.to(torch.float64)[..., None] * inv.to(positions.device)    # (..., D/2)
@@ -276,7 +292,7 @@ class RotaryEmbedding(nn.Module):
 
     def tables(self, length:int, dtype=torch.float32, device=None)->tuple:
         "cos and sin, each (n, head_dim) with n >= length, for positions 0 .. n-1; cached while n <= max_cached."
-        check_int('length', length)
+        check_int('length', length); _check_float_dtype('dtype', dtype)
         device = torch.device(device if device is not None else 'cpu')
         if length > self.max_cached or self._dynamic(length):                        # too long to keep, or length-dependent
             return self.rows(torch.arange(length), dtype, device, seq_len=length)
@@ -322,7 +338,7 @@ def _alibi_slopes_list(n):
 
 def alibi_slopes(n_heads:int, dtype=torch.float32, device=None)->Tensor: # (n_heads,)
     "ALiBi's fixed per-head slopes m_h (Press et al., 2022), the reference code's rule for any n_heads."
-    check_int('n_heads', n_heads)
+    check_int('n_heads', n_heads); _check_float_dtype('dtype', dtype)
     return torch.tensor(_alibi_slopes_list(n_heads), dtype=torch.float64).to(dtype=dtype, device=device)
 
 # %% ../nbs/05_positional.ipynb #p05c046
@@ -331,7 +347,7 @@ def alibi_bias(n_heads:int, q_len:int, k_len:int=None, # k_len defaults to q_len
                dtype=torch.float32, device=None)->Tensor: # (n_heads, q_len, k_len) float, added to the scores
     "The bias -m_h·|i' - j| with i' = i + k_len - q_len (queries aligned to the end of the keys)."
     k_len = q_len if k_len is None else k_len
-    check_int('q_len', q_len); check_int('k_len', k_len)
+    check_int('q_len', q_len); check_int('k_len', k_len); check_bool('causal', causal); _check_float_dtype('dtype', dtype)
     i = torch.arange(q_len, dtype=torch.float64)[:, None] + (k_len - q_len)   # (Lq, 1) absolute query positions
     j = torch.arange(k_len, dtype=torch.float64)[None, :]                      # (1, Lk)
     bias = -alibi_slopes(n_heads, torch.float64)[:, None, None] * (i - j).abs()  # (H, Lq, Lk)
@@ -342,10 +358,7 @@ def alibi_bias_at(n_heads:int, q_positions:Tensor, # integer (Lq,): each query's
                   k_len:int, # keys at positions 0 .. k_len-1
                   dtype=torch.float32)->Tensor: # (n_heads, Lq, k_len) on the positions' device
     "The bias -m_h·|i - j| for queries at `q_positions` and keys 0 .. k_len-1, computed from the positions (a static cache's step)."
-    check_int('k_len', k_len)
-    if not torch.is_tensor(q_positions): raise TypeError(f"q_positions must be a torch.Tensor, got {type(q_positions).__name__}")
-    if q_positions.is_floating_point() or q_positions.is_complex() or q_positions.dtype == torch.bool:
-        raise TypeError(f"q_positions.dtype={q_positions.dtype} must be an integer dtype")
+    check_int('k_len', k_len); _check_int_tensor('q_positions', q_positions); _check_float_dtype('dtype', dtype)
     if q_positions.dim() != 1: raise ValueError(f"q_positions.dim()={q_positions.dim()} must be 1: (Lq,)")
     i = q_positions.to(torch.float64)[:, None]                                 # (Lq, 1)
     j = torch.arange(k_len, dtype=torch.float64, device=q_positions.device)[None, :]  # (1, Lk)
