@@ -686,8 +686,8 @@ R("multihead.StaticKVCache.append.v.float64", SK + ".append:v", TypeError, ["v.d
   lambda: skv().append(T(1, 2, 1, 4, dtype=torch.float64), T(1, 2, 1, 4, dtype=torch.float64)))
 R("multihead.StaticKVCache.reorder.rows.list", SK + ".reorder:rows", TypeError, [NAMED("rows"), "list"], lambda: skv().reorder([0]))
 R("multihead.StaticKVCache.reorder.rows.float", SK + ".reorder:rows", TypeError, ["rows.dtype=torch.float32"], lambda: skv().reorder(torch.tensor([0.0])))
-R("multihead.StaticKVCache.reorder.rows.shape", SK + ".reorder:rows", ValueError, ["rows.shape=(2,)", "batch"], lambda: skv().reorder(torch.tensor([0, 0])))
-R("multihead.StaticKVCache.reorder.rows.out_of_range", SK + ".reorder:rows", ValueError, ["rows", "batch"], lambda: skv().reorder(torch.tensor([3])))
+R("multihead.StaticKVCache.reorder.rows.shape", SK + ".reorder:rows", ValueError, ["rows.shape=(2,)", "(B,)=(1,)"], lambda: skv().reorder(torch.tensor([0, 0])))
+R("multihead.StaticKVCache.reorder.rows.out_of_range", SK + ".reorder:rows", ValueError, ["rows=[3]", "B=1"], lambda: skv().reorder(torch.tensor([3])))
 
 # =====================================================================================================================
 # blocks

@@ -87,6 +87,7 @@ def check_scale(scale, # None (the default 1/sqrt(d_k)) or a finite real number
     "Raise a `TypeError` (not a number) or `ValueError` (not finite) naming `scale` unless it is None or a finite real number."
     if scale is None: return
     _check_real("scale", scale, allow_none=True)                   # a number, finite
+    if dtype is not None: _check_float_dtype("dtype", dtype)
     if dtype is not None and abs(scale) > torch.finfo(dtype).max:
         raise ValueError(f"scale={scale!r} must be a finite number or None, and finite in {dtype} (the dtype of the scores), "
                          f"whose largest value is {torch.finfo(dtype).max:.4g}")

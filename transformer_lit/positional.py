@@ -46,6 +46,7 @@ def sinusoidal_at(positions:Tensor, # integer positions of any shape, e.g. (B, T
                   dtype=torch.float32)->Tensor: # positions.shape + (d_model,), on the positions' device
     "The rows of `sinusoidal_encoding` for the given positions, computed from them (in float64) without building a table."
     _check_int_tensor('positions', positions); check_int('d_model', d_model, even=True); _check_float_dtype('dtype', dtype)
+    check_values(positions >= 0, lambda: f"positions must be >= 0, got a minimum of {int(positions.min())}")
     angles = positions.to(torch.float64)[..., None] * sinusoidal_frequencies(d_model, base).to(positions.device)  # (..., d_model/2)
     pe = torch.stack([angles.sin(), angles.cos()], dim=-1)           # (..., d_model/2, 2)
     return pe.flatten(-2).to(dtype)                                  # (..., d_model)
@@ -360,6 +361,7 @@ def alibi_bias_at(n_heads:int, q_positions:Tensor, # integer (Lq,): each query's
     "The bias -m_h·|i - j| for queries at `q_positions` and keys 0 .. k_len-1, computed from the positions (a static cache's step)."
     check_int('k_len', k_len); _check_int_tensor('q_positions', q_positions); _check_float_dtype('dtype', dtype)
     if q_positions.dim() != 1: raise ValueError(f"q_positions.dim()={q_positions.dim()} must be 1: (Lq,)")
+    check_values(q_positions >= 0, lambda: f"q_positions must be >= 0, got a minimum of {int(q_positions.min())}")
     i = q_positions.to(torch.float64)[:, None]                                 # (Lq, 1)
     j = torch.arange(k_len, dtype=torch.float64, device=q_positions.device)[None, :]  # (1, Lk)
     m = alibi_slopes(n_heads, torch.float64, q_positions.device)[:, None, None]     # (H, 1, 1)
