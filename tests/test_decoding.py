@@ -329,7 +329,7 @@ _uniform = lambda tokens, parents: torch.log_softmax(torch.zeros(tokens.shape[0]
     (_uniform, torch.tensor([[7]]), {}, ValueError, "prefix holds ids from 7 to 7; every id must be in [0, vocab_size=5)"),
     (_uniform, torch.tensor([[1]]), dict(eos_id=5), ValueError, "eos_id=5 must be None or an int in [0, vocab_size=5)"),
     (_uniform, torch.tensor([[1]]), dict(pad_id=-1), ValueError, "pad_id=-1 must be an int >= 0"),
-    (_uniform, torch.tensor([[1]]), dict(pad_id=5), ValueError, "pad_id=5 must be None or an int in [0, vocab_size=5)"),
+    (_uniform, torch.tensor([[1]]), dict(pad_id=5), ValueError, "pad_id=5 must be an int in [0, vocab_size=5)"),
     (lambda t, p: _uniform(t[:1], p), torch.tensor([[1]]), {}, ValueError,
      "step log-probabilities.shape=(1, 5) must be (N, V) with N = B·beam_size = 2")])
 def test_beam_search_rejects(step, prefix, kw, exc, msg):

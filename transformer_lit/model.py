@@ -927,7 +927,7 @@ def beam_search(step, # step(tokens (N, t), parents (N,) or None) -> log-probabi
                 raise ValueError(f"step log-probabilities.shape={tuple(logp.shape)} must be (N, V) with N = B·beam_size = {B * K}, "
                                  "one row per hypothesis it was given")
             if T0: check_tokens(prefix, V, "prefix")
-            _check_id("eos_id", eos_id, V); _check_id("pad_id", pad_id, V)
+            _check_id("eos_id", eos_id, V); _check_id("pad_id", pad_id, V, allow_none=False)
         cand = (raw[:, :, None] + logp.double().view(B, K, V)).view(B, K * V)   # (B, K·V)
         top, flat = cand.topk(min(2 * K, K * V), dim=-1)                  # (B, 2K): enough to fill K live beams
         parents = torch.arange(B, device=dev).repeat_interleave(K) * K    # (B·K,), rows into seqs; done rows keep row b·K
