@@ -300,3 +300,52 @@ def test_early_stopping_false_never_worse():
     b = t.beam_search(src, 12, 1, 3, length_penalty=1.0, eos_id=2, early_stopping=False)[2]
     assert (b >= a - 1e-12).all()
     assert math.isclose(gnmt_penalty(4, 0.6), (9 / 6) ** 0.6) and gnmt_penalty(1, 0.0) == 1.0
+
+# --- bad input to the single-step filters, the length penalty, beam_search and a decoding step -----------------------
+@pytest.mark.parametrize("f,arg", [(temperature_filter, 1.0), (top_k_filter, 2), (top_p_filter, 0.5), (min_p_filter, 0.1)])
+def test_each_filter_checks_its_logits(f, arg):
+    with pytest.raises(TypeError, match=re.escape("logits must be a floating-point torch.Tensor (B, V), got str")): f("z", arg)
+    with pytest.raises(ValueError, match=re.escape("logits row 1 contains NaN; every score must be a number or -inf")):
+        f(torch.tensor([[0.0, 1.0], [math.nan, 0.0]]), arg)
+    with pytest.raises(ValueError, match=re.escape("logits row 0 is all -inf")): f(torch.full((1, 3), -math.inf), arg)
+
+@pytest.mark.parametrize("args,exc,msg", [
+    ((-1,), ValueError, "length=-1 must be an int >= 0"), (("3",), TypeError, "length='3' must be an int >= 0"),
+    ((torch.tensor([3, -2]),), ValueError, "length holds -2; every length must be >= 0"),
+    ((torch.tensor([True]),), TypeError, "length.dtype=torch.bool must be an integer or floating dtype"),
+    ((3, math.nan), ValueError, "alpha=nan must be a finite number (GNMT's α; 0 for none)"),
+    ((3, "0.6"), TypeError, "alpha='0.6' must be a finite number")])
+def test_gnmt_penalty_rejects(args, exc, msg):
+    with pytest.raises(exc, match=re.escape(msg)): gnmt_penalty(*args)
+    assert torch.allclose(gnmt_penalty(torch.tensor([1, 4])), torch.tensor([1.0, 1.5 ** 0.6]))   # a tensor of lengths works
+
+_uniform = lambda tokens, parents: torch.log_softmax(torch.zeros(tokens.shape[0], 5, dtype=F64), -1)   # V = 5
+
+@pytest.mark.parametrize("step,prefix,kw,exc,msg", [
+    (3, torch.tensor([[1]]), {}, TypeError, "step=3 must be callable: step(tokens, parents) -> log-probabilities (N, V)"),
+    (_uniform, "p", {}, TypeError, "prefix must be a torch.Tensor of token ids (B, T0), got str"),
+    (_uniform, torch.tensor([[1.0]]), {}, TypeError, "prefix.dtype=torch.float32 must be torch.int64 or torch.int32"),
+    (_uniform, torch.tensor([1]), {}, ValueError, "prefix.dim()=1 must be 2: (B, T0)"),
+    (_uniform, torch.tensor([[7]]), {}, ValueError, "prefix holds ids from 7 to 7; every id must be in [0, vocab_size=5)"),
+    (_uniform, torch.tensor([[1]]), dict(eos_id=5), ValueError, "eos_id=5 must be None or an int in [0, vocab_size=5)"),
+    (_uniform, torch.tensor([[1]]), dict(pad_id=-1), ValueError, "pad_id=-1 must be an int >= 0"),
+    (_uniform, torch.tensor([[1]]), dict(pad_id=5), ValueError, "pad_id=5 must be an int in [0, vocab_size=5)"),
+    (lambda t, p: _uniform(t[:1], p), torch.tensor([[1]]), {}, ValueError,
+     "step log-probabilities.shape=(1, 5) must be (N, V) with N = B·beam_size = 2")])
+def test_beam_search_rejects(step, prefix, kw, exc, msg):
+    with pytest.raises(exc, match=re.escape(msg)): beam_search(step, prefix, 2, 2, **kw)
+
+def test_beam_search_empty_prefix_still_works():
+    out, lp, _ = beam_search(_uniform, torch.zeros(1, 0, dtype=torch.long), 2, 2, length_penalty=0.0)
+    assert out.shape == (1, 2) and math.isclose(lp.item(), 2 * math.log(1 / 5))
+
+def test_generate_checks_what_its_step_returns():
+    torch.manual_seed(0)
+    c = TransformerConfig(vocab_size=11, d_model=8, n_heads=2, n_layers=1, d_ff=16, dropout=0.0, max_len=16)
+    lm, t, ids = DecoderOnlyLM(c).eval(), Transformer(c).eval(), torch.tensor([[1, 2, 3]])
+    with pytest.raises(TypeError, match=re.escape("step must return floating logits (B, T, V) like the model, got str")):
+        lm.generate(ids, 2, step=lambda *a, **kw: "z")
+    with pytest.raises(ValueError, match=re.escape("step returned logits of shape (1, 1, 3); they must be (B, T, V) with B=1, V=vocab_size=11")):
+        lm.generate(ids, 2, greedy=True, step=lambda *a, **kw: torch.zeros(1, 1, 3))
+    with pytest.raises(ValueError, match=re.escape("step returned logits of shape (2, 1, 11)")):
+        t.generate(ids, 2, 1, greedy=True, step=lambda *a, **kw: torch.zeros(2, 1, 11))

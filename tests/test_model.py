@@ -12,7 +12,7 @@ from torch.func import functional_call
 from transformer_lit.masks import padding_mask
 from transformer_lit.model import (POSITIONALS, DecoderCache, DecoderOnlyLM, Positions, StaticCache, TokenEmbedding, Transformer,
                                    TransformerConfig, TransformerStack, check_tokens, count_parameters, lm_loss,
-                                   parameter_breakdown, sample_next)
+                                   check_targets, parameter_breakdown, sample_next, unembed)
 from transformer_lit.positional import sinusoidal_encoding
 
 F64 = torch.float64
@@ -476,7 +476,7 @@ def test_bad_caches_and_generation_arguments():
         lm.generate(torch.zeros(1, 2, dtype=torch.long), -1)
     with pytest.raises(ValueError, match=re.escape("bos_id=40 must be an int in [0, vocab_size=40)")):
         t.generate(torch.zeros(1, 2, dtype=torch.long), 3, bos_id=40)
-    with pytest.raises(ValueError, match=re.escape("src_keep must be a bool tensor of shape (1, 2) (True on real tokens)")):
+    with pytest.raises(ValueError, match=re.escape("src_keep.shape=(1, 3) must equal src.shape=(1, 2) (True on real tokens)")):
         t(torch.zeros(1, 2, dtype=torch.long), torch.zeros(1, 2, dtype=torch.long), src_keep=torch.ones(1, 3, dtype=torch.bool))
     memory, mm = t.encode(torch.zeros(1, 2, dtype=torch.long))
     with pytest.raises(ValueError, match=re.escape("tgt_keep must be None when a cache is used")):
@@ -525,7 +525,11 @@ def test_config_backend_reaches_every_attention(kind):
     (dict(qkv_bias=1), TypeError, "qkv_bias=1 must be a bool or None"),
     (dict(logit_scale=0), ValueError, "logit_scale=0 must be None or a finite number > 0"),
     (dict(logit_scale=float("inf")), ValueError, "logit_scale=inf must be None or a finite number > 0"),
-    (dict(logit_scale=True), ValueError, "logit_scale=True must be None or a finite number > 0")])
+    (dict(logit_scale=True), TypeError, "logit_scale=True must be None or a finite number > 0"),
+    (dict(layer_norm_eps=0), ValueError, "layer_norm_eps=0 must be None or a finite number > 0"),
+    (dict(layer_norm_eps=float("nan")), ValueError, "layer_norm_eps=nan must be None or a finite number > 0"),
+    (dict(layer_norm_eps="1e-5"), TypeError, "layer_norm_eps='1e-5' must be None or a finite number > 0"),
+    (dict(rope_base="1e4"), TypeError, "rope_base='1e4' must be a finite number > 1")])
 def test_config_rejects_bad_gqa_and_scale(kw, exc, msg):
     with pytest.raises(exc, match=re.escape(msg)): TransformerConfig(vocab_size=10, **kw)
 
@@ -891,3 +895,72 @@ def test_seq2seq_static_cache_equals_full_decode(kind):
         t.decode(tgt, memory, memory_mask, cache=t.new_cache(max_len=8, batch=3))
     with pytest.raises(ValueError, match=re.escape("tgt.shape[1]=6 after 6 cached tokens must be <= the StaticCache's max_len=8")):
         t.decode(tgt, memory, memory_mask, cache=cache)
+
+# --- bad input: names, values and rules in the messages ------------------------------------------------------------------
+def _tiny_cfg(**kw):
+    return TransformerConfig(**(dict(vocab_size=11, d_model=8, n_heads=2, n_layers=1, d_ff=16, dropout=0.0, max_len=16) | kw))
+
+def test_stack_names_its_arguments():
+    torch.manual_seed(0)
+    st_, x = TransformerStack(_tiny_cfg(positional="none")).eval(), torch.randn(1, 3, 8)
+    E = lambda exc, msg: pytest.raises(exc, match=re.escape(msg))
+    with E(TypeError, "config must be a TransformerConfig, got str"): TransformerStack("c")
+    with E(TypeError, "rotary=3 must be None or callable"): TransformerStack(_tiny_cfg(), rotary=3)
+    with E(TypeError, "src must be a torch.Tensor, got str"): st_.encode("s")
+    with E(TypeError, "src.dtype=torch.float64 must equal the module's parameter dtype torch.float32"): st_.encode(x.double())
+    with E(TypeError, "tgt must be a torch.Tensor, got str"): st_.decode("t", x)
+    with E(TypeError, "memory must be a torch.Tensor, got str"): st_.decode(x, "m")
+    with E(ValueError, "tgt.shape=(1, 3, 5) must be (B, T, d_model=8)"): st_(x, torch.randn(1, 3, 5))
+    with E(ValueError, "tgt_is_causal=True together with an explicit tgt_mask is ambiguous"):
+        st_(x, x, tgt_mask=torch.ones(3, 3, dtype=torch.bool))
+    with E(TypeError, "tgt_is_causal=1 must be a bool"): st_.decode(x, x, tgt_is_causal=1)
+    with E(TypeError, "cache must be a DecoderCache, a StaticCache or None, got str"): st_.decode(x, x, cache="c")
+    with E(ValueError, "cache has 3 layers; it must have one per decoder block (1)"): st_.decode(x, x, cache=DecoderCache(3))
+    torch.testing.assert_close(st_(x, x, tgt_mask=torch.ones(3, 3, dtype=torch.bool), tgt_is_causal=False), st_(x, x, tgt_is_causal=False))
+
+def test_keep_masks_name_dtype_and_shape():
+    t, ids = s2s64(), torch.zeros(1, 3, dtype=torch.long)
+    with pytest.raises(TypeError, match=re.escape("src_keep.dtype=torch.int64 must be torch.bool (True on real tokens)")):
+        t.encode(ids, torch.ones(1, 3, dtype=torch.long))
+    with pytest.raises(TypeError, match=re.escape("tgt_keep must be a bool torch.Tensor (True on real tokens), got list")):
+        t(ids, ids, tgt_keep=[True])
+    with pytest.raises(ValueError, match=re.escape("tgt_keep.shape=(1, 2) must equal tgt.shape=(1, 3)")):
+        t(ids, ids, tgt_keep=torch.ones(1, 2, dtype=torch.bool))
+
+def test_unembed_checks():
+    head = nn.Linear(8, 11, bias=False)
+    with pytest.raises(TypeError, match=re.escape("lm_head must be a torch.nn.Linear (the unembedding), got str")): unembed("U", torch.randn(1, 2, 8))
+    with pytest.raises(ValueError, match=re.escape("h.shape[-1]=5 must equal lm_head.in_features=8 (d_model)")): unembed(head, torch.randn(1, 2, 5))
+    with pytest.raises(TypeError, match=re.escape("h.dtype=torch.int64 must be a floating dtype")): unembed(head, torch.ones(1, 2, 8, dtype=torch.long))
+    with pytest.raises(ValueError, match=re.escape("scale=nan must be a finite number or None")): unembed(head, torch.randn(1, 2, 8), math.nan)
+    h = torch.randn(1, 2, 8)
+    torch.testing.assert_close(unembed(head, h, None), head(h)); torch.testing.assert_close(unembed(head, h, 0.5), head(h * 0.5))
+
+def test_module_arguments_and_positions_are_checked():
+    from transformer_lit.model import parameter_breakdown
+    with pytest.raises(TypeError, match=re.escape("module must be a torch.nn.Module, got str")): count_parameters("m")
+    with pytest.raises(TypeError, match=re.escape("model must be a torch.nn.Module, got str")): parameter_breakdown("m")
+    with pytest.raises(TypeError, match=re.escape("config must be a TransformerConfig, got str")): Positions("c")
+    p = Positions(_tiny_cfg(positional="alibi"))
+    msg = "x must be a floating torch.Tensor (the bias takes its dtype and device), got "
+    with pytest.raises(TypeError, match=re.escape(msg + "str")): p.bias(3, 3, "x")
+    with pytest.raises(TypeError, match=re.escape(msg + "torch.int64")): p.bias_at(torch.tensor([0]), 3, torch.ones(1, dtype=torch.long))
+    with pytest.raises(TypeError, match=re.escape("q_positions.dtype=torch.float32 must be an integer dtype")):
+        p.bias_at(torch.tensor([0.0]), 3, torch.zeros(1))
+
+def test_cache_reorder_and_static_cache_arguments():
+    m, ids = lm64(), torch.zeros(2, 3, dtype=torch.long)
+    E = lambda exc, msg: pytest.raises(exc, match=re.escape(msg))
+    for cache in (m.new_cache(), m.new_cache(max_len=8, batch=2)):
+        m(ids, cache=cache)
+        with E(TypeError, "rows.dtype=torch.float32 must be torch.int64 or torch.int32 (row indices)"): cache.reorder(torch.tensor([0.0, 1.0]))
+        with E(TypeError, "rows must be a torch.Tensor of row indices, got list"): cache.reorder([0, 1])
+        with E(ValueError, "rows.dim()=2 must be 1: (N,)"): cache.reorder(torch.tensor([[0, 1]]))
+        with E(ValueError, "rows holds 5; every entry must be a row index in [0, 2) (the cache's batch)"): cache.reorder(torch.tensor([0, 5]))
+        with E(ValueError, "rows holds -1; every entry must be a row index in [0, 2)"): cache.reorder(torch.tensor([-1, 0]))
+    with E(ValueError, "rows.shape[0]=3 must equal the StaticCache's batch=2 (its buffers keep their shape)"): cache.reorder(torch.tensor([0, 1, 1]))
+    with E(ValueError, "device='nope' must be None, a torch.device or a device name such as 'cpu' or 'cuda:0'"): StaticCache(1, 1, 2, 8, 4, device="nope")
+    with E(TypeError, "device=3.5 must be None, a torch.device"): StaticCache(1, 1, 2, 8, 4, device=3.5)
+    with E(ValueError, "attention_mask must hold only 0 and 1 (or False and True), got 7"):
+        m(ids, attention_mask=torch.tensor([[1, 7, 1], [1, 1, 1]]))
+    with E(TypeError, "vocab_size='11' must be a positive int"): check_targets(ids, (2, 3), "11")

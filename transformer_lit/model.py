@@ -10,9 +10,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
-from .attention import check_backend, check_dropout, check_int, check_values
+from .attention import check_backend, check_bool, check_dropout, check_int, check_scale, check_values
 from .multihead import CrossKVCache, KVCache, StaticKVCache
-from .blocks import BLOCK_ACTIVATIONS, NORMS, DecoderBlock, DecoderOnlyBlock, EncoderBlock, make_norm
+from .blocks import BLOCK_ACTIVATIONS, NORMS, DecoderBlock, DecoderOnlyBlock, EncoderBlock, _check_x, make_norm
 from .masks import causal_mask
 from .positional import (LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEmbedding, alibi_bias,
                                         alibi_bias_at, check_rope_scaling, sinusoidal_encoding)
@@ -26,6 +26,15 @@ __all__ = ['POSITIONALS', 'PARAMETER_GROUPS', 'TransformerConfig', 'count_parame
 
 # %% ../nbs/08_transformer.ipynb #f4646063
 POSITIONALS = ("sinusoidal", "learned", "rope", "alibi", "none")   # where positions enter: see `Positions`
+
+def _check_number(name, value, above=None, allow_none=False, note=""):
+    "Raise a `TypeError` (not a real number) or `ValueError` (not finite, or not > `above`) naming `name`."
+    if value is None and allow_none: return
+    rule = ("None or " if allow_none else "") + "a finite number" + ("" if above is None else f" > {above:g}") + note
+    if isinstance(value, bool) or not isinstance(value, (int, float)): raise TypeError(f"{name}={value!r} must be {rule}")
+    try: ok = math.isfinite(value) and (above is None or value > above)
+    except OverflowError: ok = False                                   # an int beyond the float range
+    if not ok: raise ValueError(f"{name}={value!r} must be {rule}")
 
 @dataclass
 class TransformerConfig:
@@ -103,12 +112,9 @@ class TransformerConfig:
             if not isinstance(getattr(self, name), bool): raise TypeError(f"{name}={getattr(self, name)!r} must be a bool")
         if self.qkv_bias is not None and not isinstance(self.qkv_bias, bool):
             raise TypeError(f"qkv_bias={self.qkv_bias!r} must be a bool or None")
-        if self.logit_scale is not None and (isinstance(self.logit_scale, bool) or not isinstance(self.logit_scale, (int, float))
-                                             or not 0 < self.logit_scale < math.inf):
-            raise ValueError(f"logit_scale={self.logit_scale!r} must be None or a finite number > 0")
-        if isinstance(self.rope_base, bool) or not isinstance(self.rope_base, (int, float)) \
-                or not (math.isfinite(self.rope_base) and self.rope_base > 1):
-            raise ValueError(f"rope_base={self.rope_base!r} must be a finite number > 1")
+        _check_number("logit_scale", self.logit_scale, 0, allow_none=True)
+        _check_number("layer_norm_eps", self.layer_norm_eps, 0, allow_none=True)
+        _check_number("rope_base", self.rope_base, 1)
         self.rope_scaling = check_rope_scaling(self.rope_scaling, self.rope_base)   # a clean copy, or None
         if self.rope_scaling is not None and self.positional != "rope":
             raise ValueError(f"rope_scaling={self.rope_scaling!r} needs positional='rope', got positional={self.positional!r}")
@@ -141,9 +147,13 @@ class TransformerConfig:
 
 
 # %% ../nbs/08_transformer.ipynb #3ae1c68c
+def _check_module(name, m):
+    if not isinstance(m, nn.Module): raise TypeError(f"{name} must be a torch.nn.Module, got {type(m).__name__}")
+
 def count_parameters(module: nn.Module, # any model; works on the `meta` device too
                     ) -> int:
     "The number of distinct trainable parameters: a tied (shared) tensor is counted once."
+    _check_module("module", module)
     unique = {id(p): p for p in module.parameters() if p.requires_grad}   # parameters() already skips repeats
     return sum(p.numel() for p in unique.values())
 
@@ -153,6 +163,7 @@ def check_tokens(idx, # token ids (B, T)
                  name: str="idx", # the argument's name, for the message
                 ):
     "Raise a `TypeError`/`ValueError` naming `name` unless `idx` is a (B, T) int64 or int32 tensor of ids in [0, vocab_size)."
+    check_int("vocab_size", vocab_size)
     if not isinstance(idx, Tensor): raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(idx).__name__}")
     if idx.dtype not in (torch.int64, torch.int32):                  # what F.embedding takes
         raise TypeError(f"{name}.dtype={idx.dtype} must be torch.int64 or torch.int32 (token ids)")
@@ -181,10 +192,17 @@ class TokenEmbedding(nn.Module):
     def extra_repr(self): return f"{self.vocab_size}, {self.d_model}, scale={self.scale}"
 
 # %% ../nbs/08_transformer.ipynb #062feae2
+def _check_like(x):
+    "Raise a `TypeError` unless `x` (whose dtype and device the bias takes) is a floating tensor."
+    if not isinstance(x, Tensor) or not x.is_floating_point():
+        raise TypeError(f"x must be a floating torch.Tensor (the bias takes its dtype and device), got "
+                        f"{x.dtype if isinstance(x, Tensor) else type(x).__name__}")
+
 class Positions(nn.Module):
     "The position information `config.positional` asks for: added to the input, rotating q/k, or biasing scores."
     def __init__(self, config: TransformerConfig):
         super().__init__()
+        if not isinstance(config, TransformerConfig): raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
         c = self.config = config
         self.kind, self.max_len = c.positional, c.max_len
         self.absolute = (SinusoidalPositionalEmbedding(c.d_model) if c.positional == "sinusoidal" else   # computed, no parameters
@@ -207,15 +225,29 @@ class Positions(nn.Module):
 
     def bias(self, q_len: int, k_len: int, x: Tensor) -> Tensor|None:
         "ALiBi's float bias (1, H, Lq, Lk), queries aligned to the last keys; None for the other kinds."
+        _check_like(x)
         if self.kind != "alibi": return None
         return alibi_bias(self.config.n_heads, q_len, k_len, dtype=x.dtype, device=x.device)[None]  # (1, H, Lq, Lk)
 
     def bias_at(self, q_positions: Tensor, k_len: int, x: Tensor) -> Tensor|None:
         "ALiBi's bias (1, H, Lq, k_len) for queries at positions held in a tensor (Lq,) and keys 0 .. k_len-1; None for the other kinds."
+        _check_like(x)
         if self.kind != "alibi": return None
         return alibi_bias_at(self.config.n_heads, q_positions, k_len, x.dtype)[None]   # (1, H, Lq, Lk)
 
 # %% ../nbs/08_transformer.ipynb #6ef6782f
+def _check_rows(rows, batch, exact=False):
+    "Raise a `TypeError`/`ValueError` naming `rows` unless it is an int64/int32 (N,) tensor of row indices in [0, batch) (N = batch if `exact`; batch None: no range)."
+    if not isinstance(rows, Tensor): raise TypeError(f"rows must be a torch.Tensor of row indices, got {type(rows).__name__}")
+    if rows.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"rows.dtype={rows.dtype} must be torch.int64 or torch.int32 (row indices)")
+    if rows.dim() != 1: raise ValueError(f"rows.dim()={rows.dim()} must be 1: (N,)")
+    if exact and rows.shape[0] != batch:
+        raise ValueError(f"rows.shape[0]={rows.shape[0]} must equal the StaticCache's batch={batch} (its buffers keep their shape)")
+    if batch is None: return                                             # an empty cache: nothing to select from yet
+    bad = (rows < 0) | (rows >= batch)
+    check_values(~bad, lambda: f"rows holds {int(rows[bad][0])}; every entry must be a row index in [0, {batch}) (the cache's batch)")
+
 class DecoderCache:
     "Explicit decoding state per decoder layer: a `KVCache` for the self-attention and a `CrossKVCache` for the memory."
     def __init__(self, n_layers: int): # one pair of caches per block
@@ -228,6 +260,8 @@ class DecoderCache:
         return sum(t.numel() * t.element_size() for c in self.layers + self.cross if c.k is not None for t in (c.k, c.v))
     def reorder(self, rows: Tensor): # (N,) long: new row i continues old row rows[i]
         "Select cached rows in place (beam search: each beam continues its parent's keys and values)."
+        filled = [c for c in self.layers + self.cross if c.k is not None]
+        _check_rows(rows, filled[0].k.shape[0] if filled else None)
         for c in self.layers + self.cross:
             if c.k is not None: c.k, c.v = c.k[rows], c.v[rows]                 # (N, G, T, D)
 
@@ -238,6 +272,11 @@ class StaticCache:
                  n_kv_heads: int, max_len: int, head_dim: int, # each layer's buffers: (B, G, max_len, D)
                  dtype: torch.dtype=torch.float32, device=None):
         check_int("n_layers", n_layers)
+        if device is not None:
+            try: device = torch.device(device)
+            except (RuntimeError, TypeError):
+                raise (TypeError if not isinstance(device, (str, int)) else ValueError)(
+                    f"device={device!r} must be None, a torch.device or a device name such as 'cpu' or 'cuda:0'") from None
         self.layers = [StaticKVCache(batch, n_kv_heads, max_len, head_dim, dtype, device) for _ in range(n_layers)]
         self.cross = [CrossKVCache() for _ in range(n_layers)]          # encoder-decoder: the memory's, set once (fixed shape)
         dev = self.layers[0].k.device
@@ -260,6 +299,7 @@ class StaticCache:
         self.n_real.copy_(self.keep.sum(-1))
     def reorder(self, rows: Tensor): # (B,) long: new row i continues old row rows[i]
         "Select rows in place (beam search: each beam continues its parent's keys and values)."
+        _check_rows(rows, self.batch, exact=True)
         for c in self.layers: c.reorder(rows)
         for c in self.cross:
             if c.k is not None: c.k, c.v = c.k[rows], c.v[rows]         # (N, G, S, D)
@@ -278,7 +318,8 @@ def check_attention_mask(attention_mask, # bool or 0/1 integers, True on real to
         raise ValueError(f"attention_mask must be a bool or 0/1 integer tensor of shape {tuple(shape)} {what}, got "
                          f"{tuple(attention_mask.shape)}")
     if attention_mask.dtype != torch.bool:
-        check_values((attention_mask == 0) | (attention_mask == 1), "attention_mask must hold only 0 and 1 (or False and True)")
+        bad = (attention_mask != 0) & (attention_mask != 1)
+        check_values(~bad, lambda: f"attention_mask must hold only 0 and 1 (or False and True), got {int(attention_mask[bad][0])}")
     return attention_mask.bool()
 
 def _check_cache(cache, n_layers):
@@ -379,16 +420,21 @@ class DecoderOnlyLM(nn.Module):
 
 def unembed(lm_head: nn.Linear, # the unembedding U, weight (V, d_model)
             h: Tensor, # the final state (B, T, d_model)
-            scale: float=1.0, # the config's output_scale property
+            scale: float|None=1.0, # the config's output_scale property; None: 1
            ) -> Tensor: # logits (B, T, V)
     "Logits h·Uᵀ, with h multiplied by `scale` first (d_model^-0.5 for tied, √d_model-scaled embeddings)."
-    return lm_head(h if scale == 1.0 else h * scale)
+    if not isinstance(lm_head, nn.Linear): raise TypeError(f"lm_head must be a torch.nn.Linear (the unembedding), got {type(lm_head).__name__}")
+    if isinstance(h, Tensor) and h.is_floating_point() and h.dim() and h.shape[-1] != lm_head.in_features:
+        raise ValueError(f"h.shape[-1]={h.shape[-1]} must equal lm_head.in_features={lm_head.in_features} (d_model)")
+    _check_x(h, lm_head.in_features, "h", lm_head.weight.dtype); check_scale(scale)
+    return lm_head(h if scale is None or scale == 1.0 else h * scale)
 
 def check_targets(targets, # (B, T) next-token ids, -100 where nothing is predicted
                   shape: tuple, # the expected (B, T): the ids' or the logits' first two dims
                   vocab_size: int, # V: every counted target is in [0, V)
                   name: str="targets"):
     "Raise a `TypeError`/`ValueError` naming `name` unless `targets` is an int64/int32 tensor of `shape` with ids in [0, V) or -100, not all -100."
+    check_int("vocab_size", vocab_size)
     if not isinstance(targets, Tensor): raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(targets).__name__}")
     if targets.dtype not in (torch.int64, torch.int32):
         raise TypeError(f"{name}.dtype={targets.dtype} must be torch.int64 or torch.int32 (token ids, -100 = ignore)")
@@ -415,10 +461,20 @@ def lm_loss(logits: Tensor, # (B, T, V)
     return _cross_entropy(logits, targets)
 
 # %% ../nbs/08_transformer.ipynb #24f4143b
+def _check_causal(tgt_mask, tgt_is_causal):
+    "Raise unless `tgt_is_causal` is a bool that is False when an explicit `tgt_mask` is given."
+    check_bool("tgt_is_causal", tgt_is_causal)
+    if tgt_mask is not None and tgt_is_causal:
+        raise ValueError("tgt_is_causal=True together with an explicit tgt_mask is ambiguous (add a causal mask, or is tgt_mask "
+                         "already causal?): fold the causal part into tgt_mask and pass tgt_is_causal=False")
+
 class TransformerStack(nn.Module):
     "The encoder and decoder stacks on embedded inputs, each with a final norm: what `nn.Transformer` is."
     def __init__(self, config: TransformerConfig, rotary=None): # rotary: handed to every self-attention (RoPE)
         super().__init__()
+        if not isinstance(config, TransformerConfig): raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
+        if rotary is not None and not callable(rotary):
+            raise TypeError(f"rotary={rotary!r} must be None or callable (a RotaryEmbedding applied to q and k)")
         c = self.config = config
         kw = dict(d_ff=c.d_ff, dropout=c.dropout, activation=c.activation, norm_first=c.norm_first, bias=c.bias,
                   norm=c.norm, layer_norm_eps=c.layer_norm_eps, rotary=rotary, n_kv_heads=c.n_kv_heads,
@@ -428,10 +484,14 @@ class TransformerStack(nn.Module):
         final = lambda: make_norm(c.norm, c.d_model, c.layer_norm_eps, c.bias) if c.final_norm else nn.Identity()
         self.encoder_norm, self.decoder_norm = final(), final()
 
+    @staticmethod
+    def _dtype(blocks): return blocks[0].self_attn.sublayer.out_proj.weight.dtype   # the stack's parameter dtype
+
     def encode(self, src: Tensor, # (B, S, d_model)
                src_mask: Tensor|None=None, # bool (True = may attend) or float, broadcastable to (B, H, S, S)
                attn_bias: Tensor|None=None, # float (…, S, S) added to the self-attention scores (ALiBi)
               ) -> Tensor: # the memory (B, S, d_model)
+        _check_x(src, self.config.d_model, "src", self._dtype(self.encoder))
         for block in self.encoder: src = block(src, mask=src_mask, attn_bias=attn_bias)
         return self.encoder_norm(src)
 
@@ -441,8 +501,11 @@ class TransformerStack(nn.Module):
                memory_mask: Tensor|None=None, # cross-attention mask, e.g. source padding (B, 1, 1, S)
                tgt_is_causal: bool=True, # causal self-attention (bottom-right over a cache)
                attn_bias: Tensor|None=None, # float bias added to the self-attention scores
-               cache: DecoderCache|None=None, # earlier steps' self-attention keys/values and the memory's (one memory per cache)
+               cache: DecoderCache|StaticCache|None=None, # earlier steps' self-attention keys/values and the memory's (one memory per cache)
               ) -> Tensor: # (B, T, d_model)
+        dtype = self._dtype(self.decoder)
+        _check_x(tgt, self.config.d_model, "tgt", dtype); _check_x(memory, self.config.d_model, "memory", dtype)
+        _check_causal(tgt_mask, tgt_is_causal); _check_cache(cache, len(self.decoder))
         for i, block in enumerate(self.decoder):
             tgt = block(tgt, memory, self_mask=tgt_mask, memory_mask=memory_mask, is_causal=tgt_is_causal,
                         attn_bias=attn_bias, cache=None if cache is None else cache.layers[i],
@@ -498,10 +561,12 @@ class Transformer(nn.Module):
         else: nn.init.normal_(self.lm_head.weight, std=1 / c.d_model)   # untied U: logits start with std d_model^-0.5
 
     def _keep(self, ids, keep, name):
-        "Key mask (B, 1, 1, T), True on real tokens, from a bool (B, T) `keep`; None stays None."
+        "Key mask (B, 1, 1, T), True on real tokens, from a bool (B, T) `keep` named `name` ('src_keep' for the ids 'src'); None stays None."
         if keep is None: return None
-        if not isinstance(keep, Tensor) or keep.dtype != torch.bool or keep.shape != ids.shape:
-            raise ValueError(f"{name} must be a bool tensor of shape {tuple(ids.shape)} (True on real tokens)")
+        if not isinstance(keep, Tensor): raise TypeError(f"{name} must be a bool torch.Tensor (True on real tokens), got {type(keep).__name__}")
+        if keep.dtype != torch.bool: raise TypeError(f"{name}.dtype={keep.dtype} must be torch.bool (True on real tokens)")
+        if keep.shape != ids.shape:
+            raise ValueError(f"{name}.shape={tuple(keep.shape)} must equal {name[:-5]}.shape={tuple(ids.shape)} (True on real tokens)")
         return keep[:, None, None, :]                                     # (B, 1, 1, T)
 
     def _default_keep(self, ids, keep):
@@ -565,6 +630,7 @@ PARAMETER_GROUPS = ("embeddings", "positions", "attention", "ffn", "norms", "une
 def parameter_breakdown(model: nn.Module, # a `Transformer` or `DecoderOnlyLM` (any device, `meta` included)
                        ) -> dict: # group -> number of distinct trainable parameters
     "Where the parameters sit: embeddings, learned positions, attention, FFN, norms, untied unembedding."
+    _check_module("model", model)
     groups = dict.fromkeys(PARAMETER_GROUPS, 0)
     for name, p in model.named_parameters():                     # a tied tensor appears once, under its first name
         if not p.requires_grad: continue
@@ -614,14 +680,19 @@ def temperature_filter(logits: Tensor, # (B, V)
                        temperature: float, # τ > 0
                       ) -> Tensor: # (B, V) in at least float32
     "logits / τ: τ < 1 sharpens the distribution, τ > 1 flattens it."
-    check_sampling(temperature=temperature)
-    return _up(logits) / temperature
+    check_logits(logits); check_sampling(temperature=temperature)
+    return _temperature(logits, temperature)
+
+def _temperature(logits, temperature): return _up(logits) / temperature   # the filters' cores: arguments already checked
 
 def top_k_filter(logits: Tensor, # (B, V)
                  k: int, # keep the k largest scores of each row (ties with the k-th too)
                 ) -> Tensor: # (B, V), the others -inf
     "Set every score below the k-th largest of its row to -inf."
-    check_sampling(top_k=k, vocab_size=logits.shape[-1])
+    check_logits(logits); check_sampling(top_k=k, vocab_size=logits.shape[-1])
+    return _top_k(logits, k)
+
+def _top_k(logits, k):
     kth = logits.topk(k, dim=-1).values[..., -1:]                       # (B, 1): the k-th largest
     return logits.masked_fill(logits < kth, -math.inf)
 
@@ -629,7 +700,10 @@ def top_p_filter(logits: Tensor, # (B, V)
                  p: float, # the nucleus' probability mass, in (0, 1]
                 ) -> Tensor: # (B, V), the others -inf
     "Keep the smallest set of most likely tokens whose probabilities sum to at least p (nucleus sampling)."
-    check_sampling(top_p=p)
+    check_logits(logits); check_sampling(top_p=p)
+    return _top_p(logits, p)
+
+def _top_p(logits, p):
     z, order = _up(logits).sort(-1)                                     # (B, V), least likely first
     below = z.softmax(-1).cumsum(-1)                                    # mass of this token and all less likely
     drop = below <= 1 - p                                               # the rest still holds >= p without it
@@ -640,7 +714,10 @@ def min_p_filter(logits: Tensor, # (B, V)
                  min_p: float, # in [0, 1): the fraction of the top probability a token needs
                 ) -> Tensor: # (B, V), the others -inf
     "Keep the tokens whose probability is at least min_p times the most likely token's."
-    check_sampling(min_p=min_p)
+    check_logits(logits); check_sampling(min_p=min_p)
+    return _min_p(logits, min_p)
+
+def _min_p(logits, min_p):
     probs = _up(logits).softmax(-1)                                     # (B, V)
     drop = probs < min_p * probs.amax(-1, keepdim=True)
     return logits.masked_fill(drop.scatter(-1, probs.argmax(-1, keepdim=True), False), -math.inf)
@@ -650,10 +727,10 @@ def filter_logits(logits: Tensor, # (B, V) next-token scores
                  ) -> Tensor: # (B, V) in at least float32; -inf on tokens that cannot be drawn
     "Temperature, then top-k, top-p and min-p, in the order Hugging Face applies them; checks every argument first."
     check_logits(logits); check_sampling(temperature, top_k, top_p, min_p, logits.shape[-1])
-    z = temperature_filter(logits, temperature)
-    if top_k is not None: z = top_k_filter(z, top_k)
-    if top_p is not None: z = top_p_filter(z, top_p)
-    if min_p is not None: z = min_p_filter(z, min_p)
+    z = _temperature(logits, temperature)
+    if top_k is not None: z = _top_k(z, top_k)
+    if top_p is not None: z = _top_p(z, top_p)
+    if min_p is not None: z = _min_p(z, min_p)
     return z
 
 def sample_next(logits: Tensor, # (B, V) scores for the next token
@@ -698,6 +775,16 @@ def left_padding_mask(attention_mask, # bool or 0/1 (B, T): True on real tokens
                  "attention_mask must be left-padded: in each row False (padding) first, then True up to the last column")
     return keep
 
+def _check_step(out, batch, vocab_size):
+    "Return what a decoding `step` returned if it is logits (B, T, V) of the model's batch and vocabulary; raise otherwise."
+    if not isinstance(out, Tensor) or not out.is_floating_point():
+        raise TypeError(f"step must return floating logits (B, T, V) like the model, got "
+                        f"{out.dtype if isinstance(out, Tensor) else type(out).__name__}")
+    if out.dim() != 3 or out.shape[0] != batch or out.shape[-1] != vocab_size:
+        raise ValueError(f"step returned logits of shape {tuple(out.shape)}; they must be (B, T, V) with B={batch}, "
+                         f"V=vocab_size={vocab_size}, like the model's")
+    return out
+
 @torch.no_grad()
 def _lm_generate(self, idx: Tensor, # (B, T0) prompt ids; rows of different lengths are left-padded (see attention_mask)
                  max_new_tokens: int, # the most tokens to add
@@ -731,7 +818,7 @@ def _lm_generate(self, idx: Tensor, # (B, T0) prompt ids; rows of different leng
     out, step_in = idx, idx                                              # step_in: what the next forward pass reads
     for t in range(max_new_tokens):
         kw = {} if keep is None or (static and t) else dict(attention_mask=keep)  # a StaticCache keeps the prompt's padding
-        logits = step(step_in if use_cache else out, cache=cache, **kw)[:, -1]   # (B, V): the last position's scores
+        logits = _check_step(step(step_in if use_cache else out, cache=cache, **kw), idx.shape[0], self.config.vocab_size)[:, -1]   # (B, V)
         nxt = sample_next(logits, greedy, temperature, top_k, generator, top_p, min_p)     # (B,)
         if stops: nxt = nxt.masked_fill(done, pad)                       # a stopped row only pads
         out, step_in = torch.cat([out, nxt[:, None]], dim=1), nxt[:, None]   # (B, T+1), (B, 1)
@@ -776,7 +863,8 @@ def _seq2seq_generate(self, src: Tensor, # (B, S) source ids
     step_in, stop_t = out, torch.tensor(stops, dtype=torch.long, device=src.device)
     done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)            # (B,): rows that have stopped
     for _ in range(max_new_tokens):
-        logits = step(step_in if use_cache else out, memory, memory_mask, cache=cache)[:, -1]  # (B, V)
+        logits = _check_step(step(step_in if use_cache else out, memory, memory_mask, cache=cache), src.shape[0],
+                             self.config.vocab_size)[:, -1]                                # (B, V)
         nxt = sample_next(logits, greedy, temperature, top_k, generator, top_p, min_p)  # (B,)
         if stops: nxt = nxt.masked_fill(done, pad)                                  # a stopped row only pads
         out, step_in = torch.cat([out, nxt[:, None]], dim=1), nxt[:, None]          # (B, t+1), (B, 1)
@@ -792,14 +880,18 @@ def gnmt_penalty(length: int|Tensor, # |Y|: generated tokens, the EOS included
                    alpha: float=0.6, # α; 0 compares raw log-probabilities
                   ):
     "GNMT's length penalty lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016, eq. 14)."
+    if isinstance(length, Tensor):
+        if length.dtype == torch.bool or length.is_complex(): raise TypeError(f"length.dtype={length.dtype} must be an integer or floating dtype")
+        check_values(length >= 0, lambda: f"length holds {length[length < 0].flatten()[0].item()}; every length must be >= 0")
+    else: check_int("length", length, minimum=0)
+    _check_number("alpha", alpha, note=" (GNMT's α; 0 for none)")
     return ((5 + length) / 6) ** alpha
 
 def check_beam(beam_size, alpha, early_stopping):
     "Raise a `ValueError`/`TypeError` naming a bad beam size (an int >= 1), length penalty (a finite number) or early_stopping (a bool)."
     if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
         raise ValueError(f"beam_size={beam_size!r} must be an int >= 1")
-    if not _is_number(alpha) or not math.isfinite(alpha):
-        raise ValueError(f"length_penalty={alpha!r} must be a finite number (GNMT's α; 0 for none)")
+    _check_number("length_penalty", alpha, note=" (GNMT's α; 0 for none)")
     if not isinstance(early_stopping, bool): raise TypeError(f"early_stopping={early_stopping!r} must be a bool")
 
 def beam_search(step, # step(tokens (N, t), parents (N,) or None) -> log-probabilities (N, V) of the next token
@@ -812,7 +904,13 @@ def beam_search(step, # step(tokens (N, t), parents (N,) or None) -> log-probabi
                 early_stopping: bool=True, # stop an example at K finished hypotheses; False: when no live one can beat them
                ) -> tuple: # (tokens (B, T0 + n), log-probabilities (B,), scores (B,) = log-probability / lp)
     "Beam search over any model given as a step function: the model reorders its own cache by `parents`."
+    if not callable(step): raise TypeError(f"step={step!r} must be callable: step(tokens, parents) -> log-probabilities (N, V)")
+    if not isinstance(prefix, Tensor): raise TypeError(f"prefix must be a torch.Tensor of token ids (B, T0), got {type(prefix).__name__}")
+    if prefix.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"prefix.dtype={prefix.dtype} must be torch.int64 or torch.int32 (token ids)")
+    if prefix.dim() != 2: raise ValueError(f"prefix.dim()={prefix.dim()} must be 2: (B, T0)")
     check_int("max_new_tokens", max_new_tokens, minimum=0); check_beam(beam_size, length_penalty, early_stopping)
+    check_int("eos_id", eos_id, minimum=0, allow_none=True); check_int("pad_id", pad_id, minimum=0)
     B, T0, K, dev = prefix.shape[0], prefix.shape[1], beam_size, prefix.device
     lp = lambda n: gnmt_penalty(n, length_penalty)
     seqs = prefix.repeat_interleave(K, 0)                                 # (B·K, T0): K copies per example
@@ -824,6 +922,12 @@ def beam_search(step, # step(tokens (N, t), parents (N,) or None) -> log-probabi
     for t in range(1, max_new_tokens + 1):
         check_logits(logp, "step log-probabilities")
         V = logp.shape[-1]
+        if t == 1:                                                        # the vocabulary is known from the first step
+            if logp.shape[0] != B * K:
+                raise ValueError(f"step log-probabilities.shape={tuple(logp.shape)} must be (N, V) with N = B·beam_size = {B * K}, "
+                                 "one row per hypothesis it was given")
+            if T0: check_tokens(prefix, V, "prefix")
+            _check_id("eos_id", eos_id, V); _check_id("pad_id", pad_id, V, allow_none=False)
         cand = (raw[:, :, None] + logp.double().view(B, K, V)).view(B, K * V)   # (B, K·V)
         top, flat = cand.topk(min(2 * K, K * V), dim=-1)                  # (B, 2K): enough to fill K live beams
         parents = torch.arange(B, device=dev).repeat_interleave(K) * K    # (B·K,), rows into seqs; done rows keep row b·K
