@@ -194,9 +194,8 @@ class TokenEmbedding(nn.Module):
 # %% ../nbs/08_transformer.ipynb #062feae2
 def _check_like(x):
     "Raise a `TypeError` unless `x` (whose dtype and device the bias takes) is a floating tensor."
-    if not isinstance(x, Tensor) or not x.is_floating_point():
-        raise TypeError(f"x must be a floating torch.Tensor (the bias takes its dtype and device), got "
-                        f"{x.dtype if isinstance(x, Tensor) else type(x).__name__}")
+    if not isinstance(x, Tensor): raise TypeError(f"x must be a floating torch.Tensor (the bias takes its dtype and device), got {type(x).__name__}")
+    if not x.is_floating_point(): raise TypeError(f"x.dtype={x.dtype} must be a floating dtype (the bias takes x's dtype and device)")
 
 class Positions(nn.Module):
     "The position information `config.positional` asks for: added to the input, rotating q/k, or biasing scores."
