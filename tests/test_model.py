@@ -944,7 +944,7 @@ def test_module_arguments_and_positions_are_checked():
     p = Positions(_tiny_cfg(positional="alibi"))
     msg = "x must be a floating torch.Tensor (the bias takes its dtype and device), got "
     with pytest.raises(TypeError, match=re.escape(msg + "str")): p.bias(3, 3, "x")
-    with pytest.raises(TypeError, match=re.escape(msg + "torch.int64")): p.bias_at(torch.tensor([0]), 3, torch.ones(1, dtype=torch.long))
+    with pytest.raises(TypeError, match=re.escape("x.dtype=torch.int64 must be a floating dtype (the bias takes x's dtype and device)")): p.bias_at(torch.tensor([0]), 3, torch.ones(1, dtype=torch.long))
     with pytest.raises(TypeError, match=re.escape("q_positions.dtype=torch.float32 must be an integer dtype")):
         p.bias_at(torch.tensor([0.0]), 3, torch.zeros(1))
 
