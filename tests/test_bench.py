@@ -198,7 +198,7 @@ def test_time_ms_clears_grads_and_refuses_bad_counts():
 @pytest.mark.parametrize("kw,exc,words", [
     (dict(heads=0), ValueError, r"^heads=0 must be a positive int$"), (dict(head_dim=0), ValueError, r"^head_dim=0 must be a positive int$"),
     (dict(batch=0), ValueError, r"^batch=0 must be a positive int$"), (dict(repeats=0), ValueError, r"^repeats=0 must be a positive int$"),
-    (dict(dtype=torch.int64), TypeError, r"^dtype=torch.int64 must be a floating torch.dtype$"),
+    (dict(dtype=torch.int64), TypeError, r"^dtype=torch.int64 must be a floating torch.dtype, e.g. torch.float32$"),
     (dict(seq_lens=[16.5]), ValueError, r"^seq_lens=\[16.5\] must be a non-empty list of positive ints$"),
     (dict(reference="fast"), ValueError, r"^reference='fast' must be one of the backends \['flash'")])
 def test_sweep_bad_arguments(kw, exc, words):

@@ -959,7 +959,7 @@ def test_cache_reorder_and_static_cache_arguments():
         with E(ValueError, "rows holds 5; every entry must be a row index in [0, 2) (the cache's batch)"): cache.reorder(torch.tensor([0, 5]))
         with E(ValueError, "rows holds -1; every entry must be a row index in [0, 2)"): cache.reorder(torch.tensor([-1, 0]))
     with E(ValueError, "rows.shape[0]=3 must equal the StaticCache's batch=2 (its buffers keep their shape)"): cache.reorder(torch.tensor([0, 1, 1]))
-    with E(ValueError, "device='nope' must be None, a torch.device or a device name such as 'cpu' or 'cuda:0'"): StaticCache(1, 1, 2, 8, 4, device="nope")
+    with E(ValueError, "device='nope' must be None, a torch.device or a device string such as 'cpu' or 'cuda:0'"): StaticCache(1, 1, 2, 8, 4, device="nope")
     with E(TypeError, "device=3.5 must be None, a torch.device"): StaticCache(1, 1, 2, 8, 4, device=3.5)
     with E(ValueError, "attention_mask must hold only 0 and 1 (or False and True), got 7"):
         m(ids, attention_mask=torch.tensor([[1, 7, 1], [1, 1, 1]]))

@@ -114,14 +114,14 @@ def check_int(name: str, # the argument's name in the message
         raise ValueError(f"{name}={value!r} must be {rule}")
     return int(value)
 
-def _check_real(name, value, allow_none=False):
-    "Return `value` as a float; raise `TypeError` (not a real number: bools are refused) or `ValueError` (NaN or infinite) naming `name`."
+def _check_real(name, value, rule=None, ok=None, allow_none=False):
+    "Return `value` as a float; raise `TypeError` (not a real number: bools are refused) or `ValueError` (NaN, infinite, or failing `ok`) naming `name` and `rule`."
     if value is None and allow_none: return None
     alt = " or None" if allow_none else ""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real): raise TypeError(f"{name}={value!r} must be a number{alt}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real): raise TypeError(f"{name}={value!r} must be {rule or 'a number' + alt}")
     try: finite = math.isfinite(value)
     except OverflowError: finite = False                            # an int beyond the float range
-    if not finite: raise ValueError(f"{name}={value!r} must be a finite number{alt}")
+    if not finite or (ok is not None and not ok(value)): raise ValueError(f"{name}={value!r} must be {rule or 'a finite number' + alt}")
     return float(value)
 
 def _check_float_dtype(name, dtype):

@@ -8,7 +8,7 @@ import argparse, copy, json, math, os, statistics, sys, time, warnings
 from pathlib import Path
 import torch
 import torch.nn.functional as F
-from .attention import attention_backends, backend_names, causal_mask, check_int, choose_backend
+from .attention import attention_backends, backend_names, causal_mask, check_int, choose_backend, _check_float_dtype
 from .flash import attention_flops, peak_memory
 from .model import DecoderOnlyLM, StaticCache, TransformerConfig
 from .multihead import KVCache, MultiHeadAttention
@@ -92,9 +92,7 @@ def available_bytes(device="cpu") -> int:
             return next(int(l.split()[1]) * 1024 for l in f if l.startswith("MemAvailable:"))
     except (OSError, StopIteration): return 2 ** 62
 
-def _check_dtype(dtype, name="dtype"):
-    "Raise a `TypeError` naming `name` unless `dtype` is a floating torch.dtype."
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point: raise TypeError(f"{name}={dtype!r} must be a floating torch.dtype")
+def _check_dtype(dtype): _check_float_dtype("dtype", dtype)
 
 def _check_deadline(deadline):
     "Raise unless `deadline` is None or a finite time.time() value."

@@ -39,9 +39,7 @@ def _check_x(x, d_model, name="x", dtype=None):
 
 def _sublayers(d_model, d_ff, dropout, activation, norm_first, bias, norm, layer_norm_eps):
     "Check the shared block arguments; return (a function wrapping a sublayer in a `Residual`, the FFN)."
-    if layer_norm_eps is not None:                                  # the norms check it; the message names the block's argument
-        try: _check_eps(layer_norm_eps)
-        except ValueError as e: raise ValueError(f"layer_norm_eps={layer_norm_eps!r} is the norms' ε: {e}") from None
+    if layer_norm_eps is not None: _check_eps(layer_norm_eps, "layer_norm_eps")   # the norms' ε, named as the block's argument
     if activation not in BLOCK_ACTIVATIONS: raise ValueError(f"activation={activation!r} must be one of {BLOCK_ACTIVATIONS}")
     if d_ff is None and activation != "swiglu": d_ff = 4 * d_model  # the 2017 ratio; SwiGLU uses its 2/3 rule
     residual = lambda f: Residual(f, d_model, norm_first, make_norm(norm, d_model, layer_norm_eps, bias), dropout)

@@ -13,7 +13,8 @@ from safetensors.torch import save_file
 from .attention import check_bool, check_dropout, check_int
 from .model import DecoderOnlyLM, TransformerConfig
 from .positional import check_rope_scaling
-from .train import _check_real, _check_type
+from .attention import _check_real
+from .train import _check_type
 
 # %% auto #0
 __all__ = ['ARCHITECTURES', 'FAMILIES', 'GPT2_ACTIVATIONS', 'hf_family', 'config_from_hf', 'weight_rules', 'hf_shapes', 'to_ours',

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
-from .attention import check_backend, check_bool, check_dropout, check_int, check_scale, check_values
+from .attention import check_backend, check_bool, check_dropout, check_int, check_scale, check_values, _check_real
 from .multihead import CrossKVCache, KVCache, StaticKVCache
 from .blocks import BLOCK_ACTIVATIONS, NORMS, DecoderBlock, DecoderOnlyBlock, EncoderBlock, _check_x, make_norm
 from .masks import causal_mask
@@ -29,12 +29,8 @@ POSITIONALS = ("sinusoidal", "learned", "rope", "alibi", "none")   # where posit
 
 def _check_number(name, value, above=None, allow_none=False, note=""):
     "Raise a `TypeError` (not a real number) or `ValueError` (not finite, or not > `above`) naming `name`."
-    if value is None and allow_none: return
     rule = ("None or " if allow_none else "") + "a finite number" + ("" if above is None else f" > {above:g}") + note
-    if isinstance(value, bool) or not isinstance(value, (int, float)): raise TypeError(f"{name}={value!r} must be {rule}")
-    try: ok = math.isfinite(value) and (above is None or value > above)
-    except OverflowError: ok = False                                   # an int beyond the float range
-    if not ok: raise ValueError(f"{name}={value!r} must be {rule}")
+    _check_real(name, value, rule, None if above is None else (lambda v: v > above), allow_none)
 
 @dataclass
 class TransformerConfig:
@@ -271,11 +267,6 @@ class StaticCache:
                  n_kv_heads: int, max_len: int, head_dim: int, # each layer's buffers: (B, G, max_len, D)
                  dtype: torch.dtype=torch.float32, device=None):
         check_int("n_layers", n_layers)
-        if device is not None:
-            try: device = torch.device(device)
-            except (RuntimeError, TypeError):
-                raise (TypeError if not isinstance(device, (str, int)) else ValueError)(
-                    f"device={device!r} must be None, a torch.device or a device name such as 'cpu' or 'cuda:0'") from None
         self.layers = [StaticKVCache(batch, n_kv_heads, max_len, head_dim, dtype, device) for _ in range(n_layers)]
         self.cross = [CrossKVCache() for _ in range(n_layers)]          # encoder-decoder: the memory's, set once (fixed shape)
         dev = self.layers[0].k.device
@@ -445,9 +436,9 @@ def check_targets(targets, # (B, T) next-token ids, -100 where nothing is predic
     check_values((targets != -100).any(), lambda: f"every entry of {name} is -100 (ignored), or it has none: the mean "
                                                   "loss has nothing to average (torch would return NaN)")
 
-def _cross_entropy(logits, targets): # checked (B, T, V) and (B, T)
-    z = logits.flatten(0, 1).to(torch.promote_types(logits.dtype, torch.float32))   # (B·T, V)
-    return F.cross_entropy(z, targets.flatten().long(), ignore_index=-100)
+def _cross_entropy(logits, targets, label_smoothing=0.0, reduction="mean"): # checked (B, T, V) and (B, T)
+    z = logits.flatten(0, 1).to(torch.promote_types(logits.dtype, torch.float32))   # (B·T, V), in at least float32
+    return F.cross_entropy(z, targets.flatten().long(), ignore_index=-100, label_smoothing=label_smoothing, reduction=reduction)
 
 def lm_loss(logits: Tensor, # (B, T, V)
             targets: Tensor, # (B, T) ids; -100 positions are ignored

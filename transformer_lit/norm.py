@@ -14,10 +14,10 @@ from .multihead import MultiHeadAttention
 __all__ = ['layer_norm', 'LayerNorm', 'rms_norm', 'RMSNorm', 'Residual']
 
 # %% ../nbs/03_residual_norm.ipynb #befbc92c
-def _check_eps(eps):
-    "Raise a `ValueError` unless `eps` is a finite number > 0."
+def _check_eps(eps, name="eps"):
+    "Raise a `ValueError` naming `name` unless `eps` is a finite number > 0."
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (0 < eps < math.inf):
-        raise ValueError(f"eps={eps!r} must be a finite number > 0")
+        raise ValueError(f"{name}={eps!r} must be a finite number > 0")
 
 def _check_input(x, d=None, weight=None):
     "Raise a `TypeError`/`ValueError` unless `x` is a floating tensor whose last dimension is `d` (>= 1 when None), with the dtype and device of `weight`."

@@ -17,19 +17,12 @@ import torch.utils.checkpoint
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
-from .attention import check_bool, check_int, check_values
+from .attention import check_bool, check_int, check_values, _check_real
 from .masks import padding_mask
 from .blocks import EncoderBlock, DecoderBlock, DecoderOnlyBlock
-from .model import TransformerConfig, Transformer, DecoderOnlyLM, check_targets, check_tokens, count_parameters
+from .model import TransformerConfig, Transformer, DecoderOnlyLM, check_targets, check_tokens, count_parameters, _cross_entropy
 
 # -- argument checks shared by this module (each raises naming the argument, the value and the rule) --
-def _check_real(name, value, rule, ok, allow_none=False):
-    "Return a finite real `value` for which ok(value) holds; else TypeError/ValueError naming `name`, the value and `rule`."
-    if value is None and allow_none: return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real): raise TypeError(f"{name}={value!r} must be {rule}")
-    if not math.isfinite(value) or not ok(value): raise ValueError(f"{name}={value!r} must be {rule}")
-    return value
-
 def _check_type(name, value, types, what, allow_none=False):
     "Return `value` if it is an instance of `types` (or None when allowed); else a TypeError naming `name`, `what` it must be and what it is."
     if (value is None and allow_none) or isinstance(value, types): return value
@@ -369,10 +362,8 @@ def batch_loss(model: nn.Module, batch: dict,
     _check_real("label_smoothing", label_smoothing, "a number in [0, 1)", lambda v: 0 <= v < 1)
     logits = model_logits(model, batch)                                    # (B, T, V)
     check_targets(batch["targets"], logits.shape[:2], logits.shape[-1])    # the model's rule: ids in [0, V) or -100, not all -100
-    z = logits.flatten(0, 1).to(torch.promote_types(logits.dtype, torch.float32))   # (B*T, V), in >= float32
-    t = batch["targets"].flatten().long()                                  # (B*T,)
-    total = F.cross_entropy(z, t, ignore_index=-100, label_smoothing=label_smoothing, reduction="sum")
-    return total, (t != -100).sum()
+    total = _cross_entropy(logits, batch["targets"], label_smoothing, reduction="sum")   # the model's loss, summed
+    return total, (batch["targets"] != -100).sum()
 
 # %% ../nbs/09_training.ipynb #a7c10001
 def autocast(cfg: TrainConfig):

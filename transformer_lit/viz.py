@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64, hashlib, html, inspect, io, itertools, json, math, numbers
 import numpy as np
 import torch
-from .attention import check_bool, check_int
+from .attention import check_bool, check_int, _check_real
 
 # %% auto #0
 __all__ = ['to_numpy', 'attention_heatmap', 'heatmap_grid', 'FramePlayer']
@@ -19,11 +19,7 @@ def to_numpy(x):
 
 def _check_positive(name, x, allow_none=False):
     "Raise unless `x` is a finite real number > 0 (or None when allowed); return it."
-    if x is None and allow_none: return None
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or x <= 0:
-        raise (ValueError if isinstance(x, numbers.Real) and not isinstance(x, bool) else TypeError)(
-            f"{name}={x!r} must be a finite number > 0" + (" or None" if allow_none else ""))
-    return x
+    return _check_real(name, x, "a finite number > 0" + (" or None" if allow_none else ""), lambda v: v > 0, allow_none)
 
 def _as_map(name, x):
     "The (Lq, Lk) numpy map of `x`; raise naming `name` unless it is a non-empty 2-d array of numbers."
