@@ -14,7 +14,7 @@ PORT   ?= 8888
 # overrides (no news pop-up, no update check, no widget state saved into the notebooks)
 LAB    := $(CURDIR)/tools/lab
 
-.PHONY: help setup lab test check-sync nbtest pytest docs docs-check readme bench hooks clean
+.PHONY: help setup lab test check-sync prerender nbtest pytest docs docs-check readme bench hooks clean
 
 help:
 	@echo "make lab    set up .venv and open the course in JupyterLab (localhost, with a token)"
@@ -51,11 +51,16 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python tools/check_sync.py
+	@# nbdev's pre-render step as the docs workflow runs it (no Quarto needed), then a check of torch's global state
+	MPLBACKEND=Agg $(BIN)/python tools/prerender.py
 	OMP_NUM_THREADS=1 MPLBACKEND=Agg $(BIN)/python tools/test_nbs.py --workers 2
 	MPLBACKEND=Agg $(BIN)/python -m pytest tests/ -q
 
 check-sync: $(STAMP)
 	$(BIN)/python tools/check_sync.py
+
+prerender: $(STAMP)
+	MPLBACKEND=Agg $(BIN)/python tools/prerender.py
 
 nbtest: $(STAMP)
 	OMP_NUM_THREADS=1 MPLBACKEND=Agg $(BIN)/python tools/test_nbs.py --workers 2

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from transformer_lit import (attention, scaling, norm, ffn, positional, masks, multihead, blocks, model, train,
+from transformer_lit import (checks, attention, scaling, norm, ffn, positional, masks, multihead, blocks, model, train,
                              checkpoints, flash, flash_triton, bench, viz)  # gpu_check imported by its rows
 
 Row = namedtuple("Row", "id target call exc words")
@@ -95,67 +95,68 @@ def register_then_remove(**kw):
 # attention
 # =====================================================================================================================
 A = "attention."
+C = "checks."                                                   # the validators (appendix_checks), imported by attention
 
-R("attention.check_qkv.q.str", A + "check_qkv:q", TypeError, [NAMED("q"), "str"],
-  lambda: attention.check_qkv("q", *QKV()[1:]))
-R("attention.check_qkv.k.int64", A + "check_qkv:k", TypeError, ["k.dtype=torch.int64", "floating"],
-  lambda: attention.check_qkv(QKV()[0], QKV()[1].long(), QKV()[2]))
-R("attention.check_qkv.v.rank1", A + "check_qkv:v", ValueError, ["v.dim()=1"],
-  lambda: attention.check_qkv(*QKV()[:2], T(4)))
-R("attention.check_qkv.q.float64_vs_float32", A + "check_qkv:q", TypeError, ["q.dtype=torch.float64", "k.dtype=torch.float32"],
-  lambda: attention.check_qkv(QKV()[0].double(), *QKV()[1:]))
-R("attention.check_qkv.k.heads_not_dividing", A + "check_qkv:k", ValueError, ["k.shape[-3]=3", "q.shape[-3]=4"],
-  lambda: attention.check_qkv(*QKV(H=4, G=3)))
-R("attention.check_qkv.v.len_mismatch", A + "check_qkv:v", ValueError, ["k.shape[-2]=3", "v.shape[-2]=5"],
-  lambda: attention.check_qkv(*QKV()[:2], T(1, 2, 5, 4)))
+R("checks.check_qkv.q.str", C + "check_qkv:q", TypeError, [NAMED("q"), "str"],
+  lambda: checks.check_qkv("q", *QKV()[1:]))
+R("checks.check_qkv.k.int64", C + "check_qkv:k", TypeError, ["k.dtype=torch.int64", "floating"],
+  lambda: checks.check_qkv(QKV()[0], QKV()[1].long(), QKV()[2]))
+R("checks.check_qkv.v.rank1", C + "check_qkv:v", ValueError, ["v.dim()=1"],
+  lambda: checks.check_qkv(*QKV()[:2], T(4)))
+R("checks.check_qkv.q.float64_vs_float32", C + "check_qkv:q", TypeError, ["q.dtype=torch.float64", "k.dtype=torch.float32"],
+  lambda: checks.check_qkv(QKV()[0].double(), *QKV()[1:]))
+R("checks.check_qkv.k.heads_not_dividing", C + "check_qkv:k", ValueError, ["k.shape[-3]=3", "q.shape[-3]=4"],
+  lambda: checks.check_qkv(*QKV(H=4, G=3)))
+R("checks.check_qkv.v.len_mismatch", C + "check_qkv:v", ValueError, ["k.shape[-2]=3", "v.shape[-2]=5"],
+  lambda: checks.check_qkv(*QKV()[:2], T(1, 2, 5, 4)))
 
-R("attention.check_mask.mask.str", A + "check_mask:mask", TypeError, [NAMED("mask"), "str"],
-  lambda: attention.check_mask("m", (1, 2, 3, 3)))
-R("attention.check_mask.mask.int64", A + "check_mask:mask", TypeError, ["mask.dtype=torch.int64"],
-  lambda: attention.check_mask(torch.ones(3, 3, dtype=torch.long), (1, 2, 3, 3)))
-R("attention.check_mask.mask.shape", A + "check_mask:mask", ValueError, ["mask.shape=(3, 5)", "(1, 2, 3, 3)"],
-  lambda: attention.check_mask(torch.ones(3, 5, dtype=torch.bool), (1, 2, 3, 3)))
-R("attention.check_mask.scores_shape.shape", A + "check_mask:scores_shape", ValueError, ["mask.shape=(3, 5)", "(1, 2, 3, 3)"],
-  lambda: attention.check_mask(torch.ones(3, 5, dtype=torch.bool), (1, 2, 3, 3)))
-R("attention.check_mask.is_causal.with_mask", A + "check_mask:is_causal", ValueError, ["is_causal=True", "mask"],
-  lambda: attention.check_mask(torch.ones(3, 3, dtype=torch.bool), (1, 2, 3, 3), is_causal=True))
-R("attention.check_mask.name.used", A + "check_mask:name", ValueError, ["attn_bias.shape=(3, 5)"],
-  lambda: attention.check_mask(torch.ones(3, 5), (1, 2, 3, 3), name="attn_bias"))
-R("attention.check_mask.mask.plus_inf", A + "check_mask:mask", ValueError, ["mask", "+inf"],
-  lambda: attention.check_mask(with_inf(), (1, 2, 3, 3)))
+R("checks.check_mask.mask.str", C + "check_mask:mask", TypeError, [NAMED("mask"), "str"],
+  lambda: checks.check_mask("m", (1, 2, 3, 3)))
+R("checks.check_mask.mask.int64", C + "check_mask:mask", TypeError, ["mask.dtype=torch.int64"],
+  lambda: checks.check_mask(torch.ones(3, 3, dtype=torch.long), (1, 2, 3, 3)))
+R("checks.check_mask.mask.shape", C + "check_mask:mask", ValueError, ["mask.shape=(3, 5)", "(1, 2, 3, 3)"],
+  lambda: checks.check_mask(torch.ones(3, 5, dtype=torch.bool), (1, 2, 3, 3)))
+R("checks.check_mask.scores_shape.shape", C + "check_mask:scores_shape", ValueError, ["mask.shape=(3, 5)", "(1, 2, 3, 3)"],
+  lambda: checks.check_mask(torch.ones(3, 5, dtype=torch.bool), (1, 2, 3, 3)))
+R("checks.check_mask.is_causal.with_mask", C + "check_mask:is_causal", ValueError, ["is_causal=True", "mask"],
+  lambda: checks.check_mask(torch.ones(3, 3, dtype=torch.bool), (1, 2, 3, 3), is_causal=True))
+R("checks.check_mask.name.used", C + "check_mask:name", ValueError, ["attn_bias.shape=(3, 5)"],
+  lambda: checks.check_mask(torch.ones(3, 5), (1, 2, 3, 3), name="attn_bias"))
+R("checks.check_mask.mask.plus_inf", C + "check_mask:mask", ValueError, ["mask", "+inf"],
+  lambda: checks.check_mask(with_inf(), (1, 2, 3, 3)))
 
 for bad, exc, word in (("x", TypeError, "scale='x'"), (True, TypeError, "scale=True"),
                        (NAN, ValueError, "scale=nan"), (INF, ValueError, "scale=inf"), (-INF, ValueError, "scale=-inf")):
-    R(f"attention.check_scale.scale.{bad}", A + "check_scale:scale", exc,
-      [word] + (["finite"] if exc is ValueError else []), lambda bad=bad: attention.check_scale(bad))
+    R(f"checks.check_scale.scale.{bad}", C + "check_scale:scale", exc,
+      [word] + (["finite"] if exc is ValueError else []), lambda bad=bad: checks.check_scale(bad))
 
 for bad, word in ((1.0, "dropout_p=1.0"), (-0.1, "dropout_p=-0.1"), ("x", "dropout_p='x'"), (True, "dropout_p=True"),
                   (NAN, "dropout_p=nan")):
-    R(f"attention.check_dropout.dropout_p.{bad}", A + "check_dropout:dropout_p", TV, [word],
-      lambda bad=bad: attention.check_dropout(bad))
-R("attention.check_dropout.name.used", A + "check_dropout:name", TV, ["dropout=2"], lambda: attention.check_dropout(2, "dropout"))
+    R(f"checks.check_dropout.dropout_p.{bad}", C + "check_dropout:dropout_p", TV, [word],
+      lambda bad=bad: checks.check_dropout(bad))
+R("checks.check_dropout.name.used", C + "check_dropout:name", TV, ["dropout=2"], lambda: checks.check_dropout(2, "dropout"))
 
-CI = A + "check_int:"
-R("attention.check_int.value.bool", CI + "value", TypeError, ["n=True"], lambda: attention.check_int("n", True))
-R("attention.check_int.value.str", CI + "value", TypeError, ["n='3'"], lambda: attention.check_int("n", "3"))
-R("attention.check_int.value.float", CI + "value", TypeError, ["n=2.0"], lambda: attention.check_int("n", 2.0))
-R("attention.check_int.value.nan", CI + "value", TypeError, ["n=nan"], lambda: attention.check_int("n", NAN))
-R("attention.check_int.value.zero", CI + "value", ValueError, ["n=0", "positive"], lambda: attention.check_int("n", 0))
-R("attention.check_int.name.used", CI + "name", ValueError, ["width=-2"], lambda: attention.check_int("width", -2))
-R("attention.check_int.minimum.below", CI + "minimum", ValueError, ["n=-1", ">= 0"], lambda: attention.check_int("n", -1, minimum=0))
-R("attention.check_int.maximum.above", CI + "maximum", ValueError, ["n=5", "[1, 4]"], lambda: attention.check_int("n", 5, maximum=4))
-R("attention.check_int.even.odd", CI + "even", ValueError, ["n=3", "even"], lambda: attention.check_int("n", 3, even=True))
-R("attention.check_int.allow_none.none_refused", CI + "allow_none", TypeError, ["n=None"], lambda: attention.check_int("n", None))
+CI = C + "check_int:"
+R("checks.check_int.value.bool", CI + "value", TypeError, ["n=True"], lambda: checks.check_int("n", True))
+R("checks.check_int.value.str", CI + "value", TypeError, ["n='3'"], lambda: checks.check_int("n", "3"))
+R("checks.check_int.value.float", CI + "value", TypeError, ["n=2.0"], lambda: checks.check_int("n", 2.0))
+R("checks.check_int.value.nan", CI + "value", TypeError, ["n=nan"], lambda: checks.check_int("n", NAN))
+R("checks.check_int.value.zero", CI + "value", ValueError, ["n=0", "positive"], lambda: checks.check_int("n", 0))
+R("checks.check_int.name.used", CI + "name", ValueError, ["width=-2"], lambda: checks.check_int("width", -2))
+R("checks.check_int.minimum.below", CI + "minimum", ValueError, ["n=-1", ">= 0"], lambda: checks.check_int("n", -1, minimum=0))
+R("checks.check_int.maximum.above", CI + "maximum", ValueError, ["n=5", "[1, 4]"], lambda: checks.check_int("n", 5, maximum=4))
+R("checks.check_int.even.odd", CI + "even", ValueError, ["n=3", "even"], lambda: checks.check_int("n", 3, even=True))
+R("checks.check_int.allow_none.none_refused", CI + "allow_none", TypeError, ["n=None"], lambda: checks.check_int("n", None))
 
-CV = A + "check_values:"
-R("attention.check_values.ok.false", CV + "ok", ValueError, ["bad value in x"],
-  lambda: attention.check_values(torch.tensor([True, False]), "bad value in x"))
-R("attention.check_values.message.lambda", CV + "message", ValueError, ["formatted 42"],
-  lambda: attention.check_values(torch.tensor(False), lambda: f"formatted {42}"))
-R("attention.check_values.exc.typeerror", CV + "exc", TypeError, ["wrong kind"],
-  lambda: attention.check_values(torch.tensor(False), "wrong kind", TypeError))
-R("attention.check_values.ok.not_a_tensor", CV + "ok", TypeError, ["ok", "bool"],
-  lambda: attention.check_values(False, "m"))
+CV = C + "check_values:"
+R("checks.check_values.ok.false", CV + "ok", ValueError, ["bad value in x"],
+  lambda: checks.check_values(torch.tensor([True, False]), "bad value in x"))
+R("checks.check_values.message.lambda", CV + "message", ValueError, ["formatted 42"],
+  lambda: checks.check_values(torch.tensor(False), lambda: f"formatted {42}"))
+R("checks.check_values.exc.typeerror", CV + "exc", TypeError, ["wrong kind"],
+  lambda: checks.check_values(torch.tensor(False), "wrong kind", TypeError))
+R("checks.check_values.ok.not_a_tensor", CV + "ok", TypeError, ["ok", "bool"],
+  lambda: checks.check_values(False, "m"))
 
 R("attention.repeat_kv.x.str", A + "repeat_kv:x", TypeError, [NAMED("x"), "str"], lambda: attention.repeat_kv("x", 2))
 R("attention.repeat_kv.x.rank2", A + "repeat_kv:x", ValueError, ["x.dim()=2"], lambda: attention.repeat_kv(T(3, 4), 2))
@@ -229,11 +230,11 @@ R("attention.choose_backend.need_weights.with_flash", A + "choose_backend:need_w
 R("attention.choose_backend.dropout_p.flash", A + "choose_backend:dropout_p", ValueError, ["backend='flash'", "dropout_p=0.5"],
   lambda: attention.choose_backend(*QKV(), dropout_p=0.5, backend="flash"))
 
-R("attention.check_bool.value.int", A + "check_bool:value", TypeError, ["flag=1", "bool"], lambda: attention.check_bool("flag", 1))
-R("attention.check_bool.name.used", A + "check_bool:name", TypeError, ["is_causal='yes'"], lambda: attention.check_bool("is_causal", "yes"))
-R("attention.check_scale.dtype.overflows_float16", A + "check_scale:dtype", ValueError, ["scale=1000000.0", "torch.float16"],
-  lambda: attention.check_scale(1e6, torch.float16))
-R("attention.check_scale.dtype.str", A + "check_scale:dtype", TypeError, ["dtype='float16'"], lambda: attention.check_scale(1.0, "float16"))
+R("checks.check_bool.value.int", C + "check_bool:value", TypeError, ["flag=1", "bool"], lambda: checks.check_bool("flag", 1))
+R("checks.check_bool.name.used", C + "check_bool:name", TypeError, ["is_causal='yes'"], lambda: checks.check_bool("is_causal", "yes"))
+R("checks.check_scale.dtype.overflows_float16", C + "check_scale:dtype", ValueError, ["scale=1000000.0", "torch.float16"],
+  lambda: checks.check_scale(1e6, torch.float16))
+R("checks.check_scale.dtype.str", C + "check_scale:dtype", TypeError, ["dtype='float16'"], lambda: checks.check_scale(1.0, "float16"))
 
 # =====================================================================================================================
 # scaling

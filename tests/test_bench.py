@@ -12,11 +12,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny ops: one thread (tests/conftest.py)
 
-def test_time_ms_is_a_median():
-    calls = iter([0.0, 0.03, 0.0, 0.001])                             # warm-up, then three timed sleeps
+def test_time_ms_is_a_median(monkeypatch):
+    "A fake clock: the calls take 0 (warm-up), 30, 0 and 1 ms; the median of the three timed runs is 1 ms exactly."
     import time
-    ms = time_ms(lambda: time.sleep(next(calls)), repeats=3, warmup=1)
-    assert 0.0 <= ms < 25                                             # the median (0 or 1 ms), not the 30 ms outlier
+    clock = [0.0]
+    durations = iter([0.0, 0.030, 0.0, 0.001])
+    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
+    def fn(): clock[0] += next(durations)
+    assert time_ms(fn, repeats=3, warmup=1) == pytest.approx(1.0)
 
 def test_backends_on_cpu():
     found = bench_backends("cpu")

@@ -7,146 +7,13 @@ from __future__ import annotations
 import math, numbers
 import torch
 import torch.nn.functional as F
+# the input checks and their messages (appendix "Checking the inputs"); imported here so later chapters can
+# keep importing them from this module
+from .checks import (check_qkv, check_mask, check_bool, check_scale, check_dropout, check_int, check_values,
+                                    _bad_float_mask, _check_real, _check_float_dtype, _check_int_tensor)
 
 # %% auto #0
-__all__ = ['check_qkv', 'kv_groups', 'check_mask', 'check_bool', 'check_scale', 'check_dropout', 'check_int', 'check_values', 'repeat_kv', 'causal_mask', 'scaled_dot_product_attention', 'torch_sdpa', 'attention_backends', 'backend_info', 'lazy_backends', 'BackendInfo', 'register_backend', 'unregister_backend', 'backend_names', 'check_backend', 'choose_backend', 'Attended', 'attend']
-
-# %% ../nbs/00_attention.ipynb #2540e2f8
-def check_qkv(q: torch.Tensor, # queries (..., H, Lq, D)
-              k: torch.Tensor, # keys (..., G, Lk, D): G key/value heads, G dividing H
-              v: torch.Tensor, # values (..., G, Lk, Dv)
-             ):
-    "Raise a `TypeError`/`ValueError` naming the argument when q, k, v cannot be attended together."
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if not t.is_floating_point(): raise TypeError(f"{name}.dtype={t.dtype} must be a floating dtype")
-        if t.dim() < 2: raise ValueError(f"{name}.dim()={t.dim()} must be at least 2: (..., L, D)")
-    if not (q.device == k.device == v.device):
-        raise ValueError(f"q, k and v must be on one device, got q on {q.device}, k on {k.device}, v on {v.device}")
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q.dtype={q.dtype}, k.dtype={k.dtype}, v.dtype={v.dtype} must be equal")
-    if not (q.dim() == k.dim() == v.dim() and q.shape[:-3] == k.shape[:-3] == v.shape[:-3]):
-        raise ValueError(f"q.shape={tuple(q.shape)}, k.shape={tuple(k.shape)}, v.shape={tuple(v.shape)} "
-                         "must agree in all dims before the last three (heads, L, D)")
-    if q.dim() > 2:                                                 # dim -3 holds the heads
-        H, G = q.shape[-3], k.shape[-3]
-        if v.shape[-3] != G:
-            raise ValueError(f"k.shape[-3]={G} must equal v.shape[-3]={v.shape[-3]} (one value head per key head)")
-        if (G == 0) != (H == 0) or (G and H % G):
-            raise ValueError(f"k.shape[-3]={G} key/value heads must divide q.shape[-3]={H} query heads "
-                             "(each key/value head serves the same number of query heads)")
-    if q.shape[-1] == 0: raise ValueError("q.shape[-1]=0 must be >= 1 (the head dim)")  # 1/sqrt(0): no default scale
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q.shape[-1]={q.shape[-1]} must equal k.shape[-1]={k.shape[-1]} (the key dim d_k)")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k.shape[-2]={k.shape[-2]} must equal v.shape[-2]={v.shape[-2]} (one value per key)")
-
-def kv_groups(q: torch.Tensor, k: torch.Tensor) -> int:
-    "How many query heads share each key/value head: q.shape[-3] // k.shape[-3] (1 for inputs without a head dim)."
-    for name, t in (("q", q), ("k", k)):
-        if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    return q.shape[-3] // k.shape[-3] if q.dim() > 2 and k.shape[-3] else 1
-
-
-# %% ../nbs/00_attention.ipynb #04fd59af
-def check_mask(mask, # None, a bool mask (True = may attend) or a float mask added to the scores
-               scores_shape, # the shape of the scores, (..., Lq, Lk)
-               is_causal=False, # whether a top-left causal mask is also requested
-               name="mask", # the argument's name in messages
-              ):
-    "Raise a `TypeError`/`ValueError` naming the argument when `mask` cannot be applied to scores of `scores_shape`."
-    if mask is None: return
-    if not isinstance(mask, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor or None, got {type(mask).__name__}")
-    if mask.dtype != torch.bool and not mask.is_floating_point():
-        raise TypeError(f"{name}.dtype={mask.dtype} must be torch.bool (True = may attend) or floating (added to the scores)")
-    shape = tuple(scores_shape)
-    try: ok = torch.broadcast_shapes(mask.shape, shape) == torch.Size(shape)
-    except RuntimeError: ok = False
-    if not ok: raise ValueError(f"{name}.shape={tuple(mask.shape)} must be broadcastable to (..., Lq, Lk)={shape}")
-    if is_causal:
-        raise ValueError("is_causal=True together with an explicit mask is ambiguous (add a causal mask, or is the "
-                         "mask already causal?): fold the causal part into the mask and pass is_causal=False")
-    if mask.is_floating_point():            # +inf or NaN added to a score makes its whole softmax row NaN
-        check_values(~(mask.isnan() | (mask == math.inf)), lambda: _bad_float_mask(mask, name))
-
-def _bad_float_mask(mask, name):
-    "The error text for a float mask holding +inf or NaN: which of them, how many, and where the first is."
-    bad = mask.isnan() | (mask == math.inf)
-    kinds = " and ".join(w for w, t in (("+inf", mask == math.inf), ("NaN", mask.isnan())) if t.any())
-    first = tuple(bad.nonzero()[0].tolist())
-    return (f"{name} contains {kinds} ({int(bad.sum())} of {mask.numel()} entries, the first at index {first}); "
-            f"a float {name} may hold finite values and -inf only")
-
-def check_bool(name: str, value):
-    "Raise a `TypeError` naming `name` unless `value` is a bool (an int such as 1 is refused)."
-    if not isinstance(value, bool): raise TypeError(f"{name}={value!r} must be a bool (True or False)")
-
-def check_scale(scale, # None (the default 1/sqrt(d_k)) or a finite real number
-                dtype: torch.dtype|None=None, # the dtype the scores are computed in: the scale must be finite there too
-               ):
-    "Raise a `TypeError` (not a number) or `ValueError` (not finite) naming `scale` unless it is None or a finite real number."
-    if scale is None: return
-    _check_real("scale", scale, allow_none=True)                   # a number, finite
-    if dtype is not None: _check_float_dtype("dtype", dtype)
-    if dtype is not None and abs(scale) > torch.finfo(dtype).max:
-        raise ValueError(f"scale={scale!r} must be a finite number or None, and finite in {dtype} (the dtype of the scores), "
-                         f"whose largest value is {torch.finfo(dtype).max:.4g}")
-
-def check_dropout(dropout_p, name="dropout_p"):
-    "Raise a `ValueError` naming `name` unless 0 <= `dropout_p` < 1."
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or not 0 <= dropout_p < 1:
-        raise ValueError(f"{name}={dropout_p!r} must be a number in [0, 1)")
-
-def check_int(name: str, # the argument's name in the message
-              value, # the value to check
-              minimum: int|None=1, maximum: int|None=None, # the allowed range, both ends included; None: unbounded
-              even: bool=False, # also require an even value (dimensions used in pairs)
-              allow_none: bool=False, # also accept None (and return it)
-             ) -> int|None:
-    "Return `value` as an int; raise `TypeError` (not an int: bools are refused) or `ValueError` (outside the rule) naming `name`."
-    kind = "even int" if even else "int"
-    rule = ((f"a positive {kind}" if minimum == 1 else f"an {kind}" if minimum is None else f"an {kind} >= {minimum}")
-            if maximum is None else f"an {kind} <= {maximum}" if minimum is None else f"an {kind} in [{minimum}, {maximum}]")
-    rule += " or None" if allow_none else ""
-    if value is None and allow_none: return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral): raise TypeError(f"{name}={value!r} must be {rule}")
-    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum) or (even and value % 2):
-        raise ValueError(f"{name}={value!r} must be {rule}")
-    return int(value)
-
-def _check_real(name, value, rule=None, ok=None, allow_none=False):
-    "Return `value` as a float; raise `TypeError` (not a real number: bools are refused) or `ValueError` (NaN, infinite, or failing `ok`) naming `name` and `rule`."
-    if value is None and allow_none: return None
-    alt = " or None" if allow_none else ""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real): raise TypeError(f"{name}={value!r} must be {rule or 'a number' + alt}")
-    try: finite = math.isfinite(value)
-    except OverflowError: finite = False                            # an int beyond the float range
-    if not finite or (ok is not None and not ok(value)): raise ValueError(f"{name}={value!r} must be {rule or 'a finite number' + alt}")
-    return float(value)
-
-def _check_float_dtype(name, dtype):
-    "Raise a `TypeError` naming `name` unless `dtype` is a floating torch.dtype (a table or a mask is built in it)."
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"{name}={dtype!r} must be a floating torch.dtype, e.g. torch.float32")
-
-def _check_int_tensor(name, t):
-    "Raise a `TypeError` naming `name` unless `t` is a tensor of an integer dtype (positions, lengths); its shape is the caller's rule."
-    if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
-        raise TypeError(f"{name}.dtype={t.dtype} must be an integer dtype")
-
-def check_values(ok: torch.Tensor, # bool, True where the input obeys the rule
-                 message, # the error text, or a function returning it (called only when the check fails)
-                 exc: type=ValueError, # the exception raised
-                ):
-    "Raise `exc` unless `ok` is all True: on the CPU in eager mode; other devices assert without waiting for the device; compiled code skips it."
-    if not isinstance(ok, torch.Tensor): raise TypeError(f"ok must be a bool torch.Tensor, got {type(ok).__name__}")
-    if ok.dtype != torch.bool: raise TypeError(f"ok.dtype={ok.dtype} must be torch.bool")
-    if torch.compiler.is_compiling(): return            # no graph break: the compiled graph carries no checks
-    if ok.device.type == "cpu":
-        if not bool(ok.all()): raise exc(message() if callable(message) else message)
-    else:                                               # reading a CUDA value would make the host wait for the device
-        torch._assert_async(ok.all(), message if isinstance(message, str) else "a value check failed; run on the CPU to see which")
+__all__ = ['repeat_kv', 'kv_groups', 'causal_mask', 'scaled_dot_product_attention', 'torch_sdpa', 'attention_backends', 'backend_info', 'lazy_backends', 'BackendInfo', 'register_backend', 'unregister_backend', 'backend_names', 'check_backend', 'choose_backend', 'Attended', 'attend']
 
 # %% ../nbs/00_attention.ipynb #077f6232
 def repeat_kv(x: torch.Tensor, # keys or values (..., G, L, D)
@@ -158,6 +25,11 @@ def repeat_kv(x: torch.Tensor, # keys or values (..., G, L, D)
     n_rep = check_int("n_rep", n_rep)
     return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=-3)  # (..., G·n_rep, L, D)
 
+def kv_groups(q: torch.Tensor, k: torch.Tensor) -> int:
+    "How many query heads share each key/value head: q.shape[-3] // k.shape[-3] (1 for inputs without a head dim)."
+    for name, t in (("q", q), ("k", k)):
+        if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    return q.shape[-3] // k.shape[-3] if q.dim() > 2 and k.shape[-3] else 1
 
 # %% ../nbs/00_attention.ipynb #58d6bb7b
 _ALIGNS = ("top-left", "bottom-right")
