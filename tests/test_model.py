@@ -655,7 +655,7 @@ def test_output_scale_rule():
     h = lm.norm(lm.blocks[1](lm.blocks[0](lm.pos(lm.tok(ids)), is_causal=True), is_causal=True))
     torch.testing.assert_close(lm(ids), h @ lm.tok.weight.T / 4, atol=1e-12, rtol=0)   # d_model = 16: h·Eᵀ/√16
 
-# ---------------------------------------------------------------- documentation of chapters 07-08
+# ---------------------------------------------------------------- documentation of chapters 08-09
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 
 @pytest.mark.parametrize("module", ["blocks", "model"])
@@ -669,7 +669,7 @@ def test_docstrings_have_no_asterisk(module):
             doc = inspect.getdoc(o.fget if isinstance(o, property) else o) or ""
             assert "*" not in doc, (name, doc)
 
-@pytest.mark.parametrize("nb", ["07_cross_attention.ipynb", "08_transformer.ipynb"])
+@pytest.mark.parametrize("nb", ["08_cross_attention.ipynb", "09_transformer.ipynb"])
 def test_backticked_methods_link_to_documented_anchors(nb):
     "A backticked Class.member that nbdev links must be documented by a show_doc somewhere, or its anchor is missing."
     import json

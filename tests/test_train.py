@@ -1,4 +1,4 @@
-"""Chapter 09: data, the schedule, the loss, checkpoints and resuming, a short run that learns, and DDP on 2 CPU processes."""
+"""Chapter 11: data, the schedule, the loss, checkpoints and resuming, a short run that learns, and DDP on 2 CPU processes."""
 import math, os, shutil, socket, subprocess, sys
 from pathlib import Path
 import pytest
