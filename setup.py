@@ -11,7 +11,7 @@ expected = ('version description keywords author author_email license status min
 missing = [o for o in expected if o not in cfg]
 if missing: raise ValueError(f"settings.ini is missing {missing}")
 
-licenses = {'apache2': ('Apache Software License 2.0', 'OSI Approved :: Apache Software License')}
+licenses = {'apache2': 'Apache-2.0'}   # an SPDX expression (PEP 639): no License classifier, which setuptools deprecates
 statuses = ['1 - Planning', '2 - Pre-Alpha', '3 - Alpha', '4 - Beta', '5 - Production/Stable',
             '6 - Mature', '7 - Inactive']
 py_versions = '3.10 3.11 3.12 3.13'.split()
@@ -25,11 +25,10 @@ console_scripts = cfg.get('console_scripts', '').split()
 
 setuptools.setup(
     name=cfg['lib_name'],
-    license=lic[0],
+    license=lic,
     classifiers=['Development Status :: ' + statuses[int(cfg['status'])],
                  'Intended Audience :: ' + cfg['audience'].title(),
-                 'Natural Language :: ' + cfg['language'].title(),
-                 'License :: ' + lic[1]]
+                 'Natural Language :: ' + cfg['language'].title()]
                 + ['Programming Language :: Python :: ' + v for v in py_versions[py_versions.index(min_python):]],
     url=cfg['git_url'],
     packages=setuptools.find_packages(include=[cfg['lib_name'], cfg['lib_name'] + '.*']),

@@ -436,7 +436,8 @@ def test_save_hook_cleans_whatever_the_working_directory(tmp_path, monkeypatch):
     c = Config()
     namespace = {"get_config": lambda: c}
     exec(compile((LAB / "jupyter_server_config.py").read_text(), "jupyter_server_config.py", "exec"), namespace)
-    hook = c.FileContentsManager.pre_save_hook
+    assert c.ServerApp.contents_manager_class is namespace["CourseContentsManager"]
+    hook = namespace["nbdev_clean_jupyter"]
     repo = tmp_path / "repo"
     (repo / "nbs").mkdir(parents=True)
     (repo / "settings.ini").write_bytes((ROOT / "settings.ini").read_bytes())

@@ -4,6 +4,8 @@
 # no widget state saved into the notebooks).
 from pathlib import Path
 
+from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+
 c = get_config()  # noqa: F821 (Jupyter provides get_config when it loads this file)
 
 
@@ -48,5 +50,16 @@ def nbdev_clean_jupyter(model=None, path=None, contents_manager=None, **kwargs):
             cell.setdefault("metadata", {})["trusted"] = flag
 
 
-c.FileContentsManager.pre_save_hook = nbdev_clean_jupyter
+class CourseContentsManager(AsyncLargeFileManager):
+    """The server's default contents manager with the course's save hook registered on it.
+
+    Set as configuration (`c.FileContentsManager.pre_save_hook = ...`), the hook made jupyter_server warn
+    "Overriding existing pre_save_hook (nbdev_clean_jupyter) with a new one (nbdev_clean_jupyter)" at every
+    start: its validator sees the value it is validating as an existing hook. Registered here, nothing is overridden."""
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.register_pre_save_hook(nbdev_clean_jupyter)
+
+
+c.ServerApp.contents_manager_class = CourseContentsManager
 c.ServerApp.ip = "127.0.0.1"   # this machine only; the login token is printed in the terminal
