@@ -199,8 +199,8 @@ def _into_plus(g):
 def test_module_graph_pre_vs_post_norm():
     torch.manual_seed(0)
     x = torch.randn(2, 3, 8)
-    pre = viz.module_graph(EncoderBlock(8, 2, 16, norm_first=True), x, depth=2)
-    post = viz.module_graph(EncoderBlock(8, 2, 16, norm_first=False), x, depth=2)
+    pre = viz.module_graph(EncoderBlock(8, 2, 16, norm_first=True, backend="sdpa"), x, depth=2)
+    post = viz.module_graph(EncoderBlock(8, 2, 16, norm_first=False, backend="sdpa"), x, depth=2)
     assert _into_plus(pre) == [["self_attn.sublayer · MultiHeadAttention", "x"], ["+", "ffn.sublayer · FeedForward"]]
     assert _into_plus(post) == [["self_attn.sublayer · MultiHeadAttention", "x"], ["ffn.sublayer · FeedForward", "self_attn.norm · LayerNorm"]]
     for g in (pre, post):
@@ -210,14 +210,14 @@ def test_module_graph_pre_vs_post_norm():
 
 def test_module_graph_depth_one_is_the_sublayers():
     x = torch.randn(1, 4, 8)
-    g = viz.module_graph(DecoderOnlyBlock(8, 2, 16), x, is_causal=True)
+    g = viz.module_graph(DecoderOnlyBlock(8, 2, 16, backend="sdpa"), x, is_causal=True)
     assert [n.label for n in g.nodes] == ["x", "self_attn · Residual", "ffn · Residual", "output"]
     assert g.edges == [("l_x_", "self_attn#1"), ("self_attn#1", "ffn#1"), ("ffn#1", "output")]
 
 
 def test_draw_module_draws_every_node_and_edge():
     x = torch.randn(1, 4, 8)
-    block = EncoderBlock(8, 2, 16)
+    block = EncoderBlock(8, 2, 16, backend="sdpa")
     g = viz.module_graph(block, x, depth=2)
     fig = viz.draw_module(block, x, depth=2)
     texts = [t.get_text() for t in fig.axes[0].texts]

@@ -458,7 +458,7 @@ def draw_module(module, # the torch.nn.Module to draw
                 ax=None, # axes to draw on (its figure keeps its size); default a new figure sized to the graph
                 hide=("Dropout", "Identity"), # class names drawn as plain edges
                 **example_kwargs):
-    "Draw the dataflow of `module(*example_args, **example_kwargs)`, traced from the code, one box per submodule call."
+    "Draw the dataflow of one call of `module` on the example arguments, traced from the code, one box per submodule call."
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyBboxPatch, Circle, FancyArrowPatch
     check_bool("show_shapes", show_shapes)
@@ -500,6 +500,8 @@ def draw_module(module, # the torch.nn.Module to draw
     n_rows = max(n.row for n in g.nodes) + 1
     left = min(xy[n.id][0] - size(n)[0] / 2 - (0.45 if circle(n) and show_shapes else 0) for n in g.nodes) - 0.1
     W, H = x0 - 0.45 - left + 0.1, (n_rows - 1) * PITCH + 0.6 + (0.3 if title else 0)
+    if title and inches(title, FS + 2) + 0.2 > W:                     # a long title widens the figure, centred
+        left -= (inches(title, FS + 2) + 0.2 - W) / 2; W = inches(title, FS + 2) + 0.2
     if ax is None:
         fig = plt.figure(figsize=(W, H)); ax = fig.add_axes((0, 0, 1, 1))
     else: fig = ax.figure
