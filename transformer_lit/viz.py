@@ -343,7 +343,7 @@ def _op_name(n):
     return t if isinstance(t, str) else getattr(t, "__name__", str(t)).lstrip("_")
 
 def trace_graph(module, *args, **kwargs):
-    "The FX graph dynamo captures from `module(*args, **kwargs)` (one graph: fullgraph=True, no gradients)."
+    "The FX graph that dynamo captures from one call of `module` on the given arguments (one graph: fullgraph=True, no gradients)."
     graphs = []
     def capture(gm, example_inputs): graphs.append(gm); return gm.forward
     torch._dynamo.reset()
