@@ -199,6 +199,7 @@ def _attn_rows(prefix, fn, has_mask=True, has_dropout=True):
         R(f"{prefix}.is_causal.with_mask", P + "is_causal", ValueError, ["is_causal=True"],
           lambda: fn(*QKV(), mask=torch.ones(3, 3, dtype=torch.bool), is_causal=True))
 
+_attn_rows("attention.attention_core", attention.attention_core, has_dropout=False)
 _attn_rows("attention.scaled_dot_product_attention", attention.scaled_dot_product_attention)
 _attn_rows("attention.torch_sdpa", attention.torch_sdpa)
 _attn_rows("attention.attend", attention.attend)

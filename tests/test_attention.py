@@ -668,3 +668,24 @@ def test_check_int_without_a_lower_bound():
                                            ("x", TypeError, "scale='x' must be a number or None")])
 def test_check_scale_messages(bad, exc, msg):
     with pytest.raises(exc, match=re.escape(msg)): A.check_scale(bad)
+
+
+# -- the short form the chapter shows first equals the shipped function where it is defined
+@pytest.mark.parametrize("name", MASK_NAMES)
+@pytest.mark.parametrize("Lq,Lk", [(5, 7), (1, 1), (113, 7)])
+@pytest.mark.parametrize("dtype", [f64, torch.float32])
+def test_attention_core_equals_shipped(name, Lq, Lk, dtype):
+    q, k, v = qkv(Lq=Lq, Lk=Lk, Dv=4, dtype=dtype)
+    ours, _ = masks(2, 3, Lq, Lk, dtype=dtype)[name]
+    eps = 1e-12 if dtype == f64 else 1e-5                          # the same formula; only the softmax's order of operations differs
+    torch.testing.assert_close(A.attention_core(q, k, v, **ours), scaled_dot_product_attention(q, k, v, **ours), atol=eps, rtol=eps)
+
+
+def test_attention_core_is_the_formula():
+    q, k, v = qkv(Lq=4, Lk=6)
+    keep = torch.rand(4, 6) > 0.3; keep[:, 0] = True
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    expected = torch.softmax(s.masked_fill(~keep, -math.inf), -1) @ v
+    torch.testing.assert_close(A.attention_core(q, k, v, mask=keep), expected, atol=1e-12, rtol=0)
+    causal = torch.ones(4, 6, dtype=torch.bool).tril()
+    torch.testing.assert_close(A.attention_core(q, k, v, is_causal=True), A.attention_core(q, k, v, mask=causal), atol=0, rtol=0)

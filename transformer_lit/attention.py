@@ -11,29 +11,29 @@ import torch.nn.functional as F
 # keep importing them from this module
 from .checks import (check_qkv, check_mask, check_bool, check_scale, check_dropout, check_int, check_values,
                                     _bad_float_mask, _check_real, _check_float_dtype, _check_int_tensor)
+from .checks import _check_attention, _check_causal_mask, _check_repeat_kv, _check_tensors
 
 # %% auto #0
-__all__ = ['repeat_kv', 'kv_groups', 'causal_mask', 'scaled_dot_product_attention', 'torch_sdpa', 'attention_backends', 'backend_info', 'lazy_backends', 'BackendInfo', 'register_backend', 'unregister_backend', 'backend_names', 'check_backend', 'choose_backend', 'Attended', 'attend']
+__all__ = ['attention_core', 'causal_mask', 'repeat_kv', 'kv_groups', 'scaled_dot_product_attention', 'torch_sdpa', 'attention_backends', 'backend_info', 'lazy_backends', 'BackendInfo', 'register_backend', 'unregister_backend', 'backend_names', 'check_backend', 'choose_backend', 'Attended', 'attend']
 
-# %% ../nbs/00_attention.ipynb #077f6232
-def repeat_kv(x: torch.Tensor, # keys or values (..., G, L, D)
-              n_rep: int, # copies of each head: H/G
-             ) -> torch.Tensor:
-    "Each key/value head repeated `n_rep` times in place: (..., G, L, D) -> (..., G·n_rep, L, D), head h a copy of head h // n_rep."
-    if not isinstance(x, torch.Tensor): raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-    if x.dim() < 3: raise ValueError(f"x.dim()={x.dim()} must be at least 3: (..., G, L, D)")
-    n_rep = check_int("n_rep", n_rep)
-    return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=-3)  # (..., G·n_rep, L, D)
-
-def kv_groups(q: torch.Tensor, k: torch.Tensor) -> int:
-    "How many query heads share each key/value head: q.shape[-3] // k.shape[-3] (1 for inputs without a head dim)."
-    for name, t in (("q", q), ("k", k)):
-        if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    return q.shape[-3] // k.shape[-3] if q.dim() > 2 and k.shape[-3] else 1
+# %% ../nbs/00_attention.ipynb #edf67583
+def attention_core(q: torch.Tensor, # queries (..., Lq, d_k)
+                   k: torch.Tensor, # keys (..., Lk, d_k), one key head per query head
+                   v: torch.Tensor, # values (..., Lk, d_v)
+                   mask: torch.Tensor|None=None, # bool (True = may attend) or float (added to the scores)
+                   is_causal: bool=False, # query i may attend keys j <= i
+                   scale: float|None=None, # multiplies the scores; default 1/sqrt(d_k)
+                  ) -> torch.Tensor: # (..., Lq, d_v)
+    "softmax(q kᵀ · scale + mask) v: the formula, nothing more."
+    _check_attention(q, k, v, mask, is_causal, scale)
+    if scale is None: scale = 1 / math.sqrt(q.shape[-1])                               # 1/sqrt(d_k)
+    if is_causal: mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()  # (Lq, Lk)
+    if mask is not None and mask.dtype == torch.bool:                                  # True -> 0, False -> -inf
+        mask = torch.zeros_like(mask, dtype=q.dtype).masked_fill(~mask, float("-inf"))
+    scores = q @ k.transpose(-2, -1) * scale + (0 if mask is None else mask)         # (..., Lq, Lk)
+    return torch.softmax(scores, dim=-1) @ v                                           # (..., Lq, d_v)
 
 # %% ../nbs/00_attention.ipynb #58d6bb7b
-_ALIGNS = ("top-left", "bottom-right")
-
 def causal_mask(q_len:int, # Lq, the number of queries
                 k_len:int|None=None, # Lk, the number of keys (default: `q_len`)
                 align:str="top-left", # "top-left" (like torch's `is_causal`) or "bottom-right" (new queries after a cache)
@@ -41,12 +41,38 @@ def causal_mask(q_len:int, # Lq, the number of queries
                ) -> torch.Tensor: # bool (Lq, Lk), True where query i may attend key j
     "Causal mask: query i may attend key j iff j <= i + o, with o = 0 (top-left) or Lk - Lq (bottom-right)."
     if k_len is None: k_len = q_len
-    check_int("q_len", q_len, minimum=0); check_int("k_len", k_len, minimum=0)
-    if align not in _ALIGNS: raise ValueError(f"align={align!r} must be one of {_ALIGNS}")
+    _check_causal_mask(q_len, k_len, align)
     o = 0 if align == "top-left" else k_len - q_len
     i = torch.arange(q_len, device=device)[:, None]  # (Lq, 1)
     j = torch.arange(k_len, device=device)[None, :]  # (1, Lk)
     return j <= i + o  # (Lq, Lk)
+
+# %% ../nbs/00_attention.ipynb #d186f8ef
+def _masked_softmax(scores, # (..., Lq, Lk), in the dtype the softmax runs in
+                    mask=None, # bool (True = may attend) or float (added), broadcastable to the scores
+                   ):
+    "softmax(scores + mask) over the keys, where a row with no key it may attend to gets weights 0, not NaN."
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask.to(scores.dtype)
+    # -- subtract the row max (0 where the row is all -inf): the softmax is shift-invariant
+    m = scores.amax(-1, keepdim=True).detach() if scores.shape[-1] else scores.new_zeros(*scores.shape[:-1], 1)  # (..., Lq, 1)
+    m = m.masked_fill(m == float("-inf"), 0.0)
+    e = torch.exp(scores - m)                                       # (..., Lq, Lk); exp(-inf) = 0
+    s = e.sum(-1, keepdim=True)                                     # (..., Lq, 1); 0 on fully masked rows
+    return e / torch.where(s > 0, s, torch.ones_like(s))            # rows sum to 1, or to 0 when fully masked
+
+# %% ../nbs/00_attention.ipynb #077f6232
+def repeat_kv(x: torch.Tensor, # keys or values (..., G, L, D)
+              n_rep: int, # copies of each head: H/G
+             ) -> torch.Tensor:
+    "Each key/value head repeated `n_rep` times in place: (..., G, L, D) -> (..., G·n_rep, L, D), head h a copy of head h // n_rep."
+    n_rep = _check_repeat_kv(x, n_rep)
+    return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=-3)  # (..., G·n_rep, L, D)
+
+def kv_groups(q: torch.Tensor, k: torch.Tensor) -> int:
+    "How many query heads share each key/value head: q.shape[-3] // k.shape[-3] (1 for inputs without a head dim)."
+    _check_tensors(q=q, k=k)
+    return q.shape[-3] // k.shape[-3] if q.dim() > 2 and k.shape[-3] else 1
 
 # %% ../nbs/00_attention.ipynb #11f8ef1e
 def _grouped_matmul(a, b):
@@ -54,12 +80,14 @@ def _grouped_matmul(a, b):
     n, L = a.shape[-3], a.shape[-2]
     return (a.flatten(-3, -2) @ b.squeeze(-3)).unflatten(-2, (n, L))  # (..., G, n·L, Y) -> (..., G, n, L, Y)
 
-def _grouped_mask(mask, G, n):
-    "A mask broadcastable to (..., H, Lq, Lk) as one broadcastable to the grouped scores (..., G, n, Lq, Lk), H = G·n."
-    if mask.dim() < 3: return mask                                  # (Lq, Lk): broadcasts as it is
-    if mask.shape[-3] == 1: return mask.unsqueeze(-3)               # (..., 1, 1, Lq, Lk)
-    return mask.unflatten(-3, (G, n))                               # (..., G, n, Lq, Lk): head h = g·n + j
+def _heads_matmul(a, b):
+    "a @ b for a (..., H, L, X) and b (..., G, X, Y), G dividing H: head h of `a` meets head h // (H/G) of `b`, never copied."
+    if a.dim() < 3 or a.shape[-3] == b.shape[-3]: return a @ b       # one head of b per head of a (or no head dim)
+    G = b.shape[-3]
+    ag = a.unflatten(-3, (G, a.shape[-3] // G))                      # (..., G, H/G, L, X)
+    return _grouped_matmul(ag, b.unsqueeze(-3)).flatten(-4, -3)      # (..., G, H/G, L, Y) -> (..., H, L, Y)
 
+# %% ../nbs/00_attention.ipynb #1d7b8875
 def scaled_dot_product_attention(q: torch.Tensor, # queries (..., H, Lq, d_k)
                                  k: torch.Tensor, # keys (..., G, Lk, d_k); G key/value heads, G dividing H
                                  v: torch.Tensor, # values (..., G, Lk, d_v)
@@ -70,40 +98,15 @@ def scaled_dot_product_attention(q: torch.Tensor, # queries (..., H, Lq, d_k)
                                  return_weights: bool=False, # also return the weights (..., H, Lq, Lk)
                                 ):
     "softmax(q kᵀ · scale + mask) v, with the softmax in >= float32 and fully masked rows giving zeros."
-    check_qkv(q, k, v)
-    Lq, Lk = q.shape[-2], k.shape[-2]
-    check_bool("is_causal", is_causal); check_bool("return_weights", return_weights)
-    check_mask(mask, (*q.shape[:-1], Lk), is_causal)
-    acc = torch.promote_types(q.dtype, torch.float32)               # float32, or float64 for float64 inputs
-    check_dropout(dropout_p); check_scale(scale, acc)
-    if scale is None: scale = 1.0 / math.sqrt(q.shape[-1])
-    n = kv_groups(q, k)                                             # query heads per key/value head
-    if is_causal: mask = causal_mask(Lq, Lk, device=q.device)      # (Lq, Lk), top-left
-    if n == 1:                                                      # one key/value head per query head
-        scores = (q.to(acc) @ k.to(acc).transpose(-2, -1)) * scale  # (..., H, Lq, Lk)
-    else:                                                           # grouped view: query head g·n + j reads kv head g
-        G = k.shape[-3]
-        qg = q.to(acc).unflatten(-3, (G, n))                        # (..., G, n, Lq, d_k)
-        kg = k.to(acc).unsqueeze(-3)                                # (..., G, 1, Lk, d_k)
-        scores = _grouped_matmul(qg, kg.transpose(-2, -1)) * scale  # (..., G, n, Lq, Lk)
-        if mask is not None: mask = _grouped_mask(mask, G, n)       # broadcastable to (..., G, n, Lq, Lk)
-    if mask is not None:
-        if mask.dtype == torch.bool: scores = scores.masked_fill(~mask, float("-inf"))
-        else: scores = scores + mask.to(acc)
-    # -- a softmax that maps a row of -inf to zeros: subtract the row max (0 where the row is all -inf)
-    m = scores.amax(-1, keepdim=True).detach() if Lk else scores.new_zeros(*scores.shape[:-1], 1)  # (..., Lq, 1); shift-invariant
-    m = m.masked_fill(m == float("-inf"), 0.0)
-    e = torch.exp(scores - m)                                       # (..., Lq, Lk); exp(-inf) = 0
-    s = e.sum(-1, keepdim=True)                                     # (..., Lq, 1); 0 on fully masked rows
-    w = e / torch.where(s > 0, s, torch.ones_like(s))               # rows sum to 1, or to 0 when fully masked
+    _check_attention(q, k, v, mask, is_causal, scale, dropout_p, return_weights)
+    acc = torch.promote_types(q.dtype, torch.float32)                           # float32, or float64 for float64 inputs
+    if scale is None: scale = 1.0 / math.sqrt(q.shape[-1])                      # 1/sqrt(d_k)
+    if is_causal: mask = causal_mask(q.shape[-2], k.shape[-2], device=q.device)  # (Lq, Lk), top-left
+    scores = _heads_matmul(q.to(acc), k.to(acc).transpose(-2, -1)) * scale     # (..., H, Lq, Lk)
+    w = _masked_softmax(scores, mask)                                           # (..., H, Lq, Lk); fully masked rows: 0
     if dropout_p > 0: w = F.dropout(w, dropout_p, training=True)
-    if n == 1: out = w @ v.to(acc)                                  # (..., H, Lq, d_v)
-    else:
-        out = _grouped_matmul(w, v.to(acc).unsqueeze(-3))           # (..., G, n, Lq, d_v)
-        out, w = out.flatten(-4, -3), w.flatten(-4, -3)             # (..., H, Lq, d_v), (..., H, Lq, Lk)
-    out = out.to(q.dtype)
+    out = _heads_matmul(w, v.to(acc)).to(q.dtype)                              # (..., H, Lq, d_v)
     return (out, w.to(q.dtype)) if return_weights else out
-
 
 # %% ../nbs/00_attention.ipynb #ff6a9601
 _SDPA_HAS_GQA = torch.__version__ >= "2.5"                           # F.scaled_dot_product_attention(enable_gqa=...) is new in 2.5
@@ -114,9 +117,7 @@ def _allowed_rows(mask):
 
 def torch_sdpa(q, k, v, mask=None, is_causal=False, scale=None, dropout_p=0.0):
     "`F.scaled_dot_product_attention` with our contract: checked inputs, G key/value heads, fully masked rows give zeros."
-    check_qkv(q, k, v)
-    check_mask(mask, (*q.shape[:-1], k.shape[-2]), is_causal)
-    check_bool("is_causal", is_causal); check_dropout(dropout_p); check_scale(scale, torch.promote_types(q.dtype, torch.float32))
+    _check_attention(q, k, v, mask, is_causal, scale, dropout_p)
     gqa = {}
     if kv_groups(q, k) > 1:                                         # G < H key/value heads
         if _SDPA_HAS_GQA: gqa = dict(enable_gqa=True)               # torch maps query head h to kv head h // (H/G)
@@ -135,6 +136,7 @@ def torch_sdpa(q, k, v, mask=None, is_causal=False, scale=None, dropout_p=0.0):
 # %% ../nbs/appendix_backends.ipynb #9e5f2189
 import importlib
 from typing import Callable, NamedTuple
+from .checks import _check_backend_args
 
 # %% ../nbs/appendix_backends.ipynb #eca60c4e
 class BackendInfo(NamedTuple):
@@ -167,12 +169,7 @@ def register_backend(name: str, # the name used in `backend=`
                      prefer: Callable|None=None, # predicate like `supports`: inputs where "auto" takes this backend before any priority (e.g. where a benchmark measured it fastest)
                     ):
     "Add (or replace) an attention backend under `name`."
-    if not isinstance(name, str) or not name or name == "auto":
-        raise ValueError(f"name={name!r} must be a non-empty string other than 'auto'")
-    if not callable(fn): raise TypeError(f"fn={fn!r} must be callable")
-    if supports is not None and not callable(supports): raise TypeError(f"supports={supports!r} must be callable or None")
-    check_int("priority", priority, minimum=None)                   # any int: "auto" sorts by it
-    if prefer is not None and not callable(prefer): raise TypeError(f"prefer={prefer!r} must be callable or None")
+    _check_backend_args(name, fn, supports, priority, prefer)
     if supports is None: supports = lambda *args: True
     attention_backends[name] = fn                                   # registered only once every argument is checked
     backend_info[name] = BackendInfo(fn, supports, priority, prefer)

@@ -8,68 +8,9 @@ import math, numbers
 import torch
 
 # %% auto #0
-__all__ = ['check_qkv', 'check_mask', 'check_bool', 'check_scale', 'check_dropout', 'check_int', 'check_values']
+__all__ = ['check_bool', 'check_scale', 'check_dropout', 'check_int', 'check_values', 'check_qkv', 'check_mask']
 
-# %% ../nbs/appendix_checks.ipynb #2540e2f8
-def check_qkv(q: torch.Tensor, # queries (..., H, Lq, D)
-              k: torch.Tensor, # keys (..., G, Lk, D): G key/value heads, G dividing H
-              v: torch.Tensor, # values (..., G, Lk, Dv)
-             ):
-    "Raise a `TypeError`/`ValueError` naming the argument when q, k, v cannot be attended together."
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if not t.is_floating_point(): raise TypeError(f"{name}.dtype={t.dtype} must be a floating dtype")
-        if t.dim() < 2: raise ValueError(f"{name}.dim()={t.dim()} must be at least 2: (..., L, D)")
-    if not (q.device == k.device == v.device):
-        raise ValueError(f"q, k and v must be on one device, got q on {q.device}, k on {k.device}, v on {v.device}")
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q.dtype={q.dtype}, k.dtype={k.dtype}, v.dtype={v.dtype} must be equal")
-    if not (q.dim() == k.dim() == v.dim() and q.shape[:-3] == k.shape[:-3] == v.shape[:-3]):
-        raise ValueError(f"q.shape={tuple(q.shape)}, k.shape={tuple(k.shape)}, v.shape={tuple(v.shape)} "
-                         "must agree in all dims before the last three (heads, L, D)")
-    if q.dim() > 2:                                                 # dim -3 holds the heads
-        H, G = q.shape[-3], k.shape[-3]
-        if v.shape[-3] != G:
-            raise ValueError(f"k.shape[-3]={G} must equal v.shape[-3]={v.shape[-3]} (one value head per key head)")
-        if (G == 0) != (H == 0) or (G and H % G):
-            raise ValueError(f"k.shape[-3]={G} key/value heads must divide q.shape[-3]={H} query heads "
-                             "(each key/value head serves the same number of query heads)")
-    if q.shape[-1] == 0: raise ValueError("q.shape[-1]=0 must be >= 1 (the head dim)")  # 1/sqrt(0): no default scale
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q.shape[-1]={q.shape[-1]} must equal k.shape[-1]={k.shape[-1]} (the key dim d_k)")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k.shape[-2]={k.shape[-2]} must equal v.shape[-2]={v.shape[-2]} (one value per key)")
-
-
-# %% ../nbs/appendix_checks.ipynb #04fd59af
-def check_mask(mask, # None, a bool mask (True = may attend) or a float mask added to the scores
-               scores_shape, # the shape of the scores, (..., Lq, Lk)
-               is_causal=False, # whether a top-left causal mask is also requested
-               name="mask", # the argument's name in messages
-              ):
-    "Raise a `TypeError`/`ValueError` naming the argument when `mask` cannot be applied to scores of `scores_shape`."
-    if mask is None: return
-    if not isinstance(mask, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor or None, got {type(mask).__name__}")
-    if mask.dtype != torch.bool and not mask.is_floating_point():
-        raise TypeError(f"{name}.dtype={mask.dtype} must be torch.bool (True = may attend) or floating (added to the scores)")
-    shape = tuple(scores_shape)
-    try: ok = torch.broadcast_shapes(mask.shape, shape) == torch.Size(shape)
-    except RuntimeError: ok = False
-    if not ok: raise ValueError(f"{name}.shape={tuple(mask.shape)} must be broadcastable to (..., Lq, Lk)={shape}")
-    if is_causal:
-        raise ValueError("is_causal=True together with an explicit mask is ambiguous (add a causal mask, or is the "
-                         "mask already causal?): fold the causal part into the mask and pass is_causal=False")
-    if mask.is_floating_point():            # +inf or NaN added to a score makes its whole softmax row NaN
-        check_values(~(mask.isnan() | (mask == math.inf)), lambda: _bad_float_mask(mask, name))
-
-def _bad_float_mask(mask, name):
-    "The error text for a float mask holding +inf or NaN: which of them, how many, and where the first is."
-    bad = mask.isnan() | (mask == math.inf)
-    kinds = " and ".join(w for w, t in (("+inf", mask == math.inf), ("NaN", mask.isnan())) if t.any())
-    first = tuple(bad.nonzero()[0].tolist())
-    return (f"{name} contains {kinds} ({int(bad.sum())} of {mask.numel()} entries, the first at index {first}); "
-            f"a float {name} may hold finite values and -inf only")
-
+# %% ../nbs/appendix_checks.ipynb #a522c6c1
 def check_bool(name: str, value):
     "Raise a `TypeError` naming `name` unless `value` is a bool (an int such as 1 is refused)."
     if not isinstance(value, bool): raise TypeError(f"{name}={value!r} must be a bool (True or False)")
@@ -140,3 +81,117 @@ def check_values(ok: torch.Tensor, # bool, True where the input obeys the rule
         if not bool(ok.all()): raise exc(message() if callable(message) else message)
     else:                                               # reading a CUDA value would make the host wait for the device
         torch._assert_async(ok.all(), message if isinstance(message, str) else "a value check failed; run on the CPU to see which")
+
+# %% ../nbs/appendix_checks.ipynb #2540e2f8
+def check_qkv(q: torch.Tensor, # queries (..., H, Lq, D)
+              k: torch.Tensor, # keys (..., G, Lk, D): G key/value heads, G dividing H
+              v: torch.Tensor, # values (..., G, Lk, Dv)
+             ):
+    "Raise a `TypeError`/`ValueError` naming the argument when q, k, v cannot be attended together."
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if not t.is_floating_point(): raise TypeError(f"{name}.dtype={t.dtype} must be a floating dtype")
+        if t.dim() < 2: raise ValueError(f"{name}.dim()={t.dim()} must be at least 2: (..., L, D)")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k and v must be on one device, got q on {q.device}, k on {k.device}, v on {v.device}")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q.dtype={q.dtype}, k.dtype={k.dtype}, v.dtype={v.dtype} must be equal")
+    if not (q.dim() == k.dim() == v.dim() and q.shape[:-3] == k.shape[:-3] == v.shape[:-3]):
+        raise ValueError(f"q.shape={tuple(q.shape)}, k.shape={tuple(k.shape)}, v.shape={tuple(v.shape)} "
+                         "must agree in all dims before the last three (heads, L, D)")
+    if q.dim() > 2:                                                 # dim -3 holds the heads
+        H, G = q.shape[-3], k.shape[-3]
+        if v.shape[-3] != G:
+            raise ValueError(f"k.shape[-3]={G} must equal v.shape[-3]={v.shape[-3]} (one value head per key head)")
+        if (G == 0) != (H == 0) or (G and H % G):
+            raise ValueError(f"k.shape[-3]={G} key/value heads must divide q.shape[-3]={H} query heads "
+                             "(each key/value head serves the same number of query heads)")
+    if q.shape[-1] == 0: raise ValueError("q.shape[-1]=0 must be >= 1 (the head dim)")  # 1/sqrt(0): no default scale
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q.shape[-1]={q.shape[-1]} must equal k.shape[-1]={k.shape[-1]} (the key dim d_k)")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k.shape[-2]={k.shape[-2]} must equal v.shape[-2]={v.shape[-2]} (one value per key)")
+
+
+# %% ../nbs/appendix_checks.ipynb #04fd59af
+def check_mask(mask, # None, a bool mask (True = may attend) or a float mask added to the scores
+               scores_shape, # the shape of the scores, (..., Lq, Lk)
+               is_causal=False, # whether a top-left causal mask is also requested
+               name="mask", # the argument's name in messages
+              ):
+    "Raise a `TypeError`/`ValueError` naming the argument when `mask` cannot be applied to scores of `scores_shape`."
+    if mask is None: return
+    if not isinstance(mask, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor or None, got {type(mask).__name__}")
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise TypeError(f"{name}.dtype={mask.dtype} must be torch.bool (True = may attend) or floating (added to the scores)")
+    shape = tuple(scores_shape)
+    try: ok = torch.broadcast_shapes(mask.shape, shape) == torch.Size(shape)
+    except RuntimeError: ok = False
+    if not ok: raise ValueError(f"{name}.shape={tuple(mask.shape)} must be broadcastable to (..., Lq, Lk)={shape}")
+    if is_causal:
+        raise ValueError("is_causal=True together with an explicit mask is ambiguous (add a causal mask, or is the "
+                         "mask already causal?): fold the causal part into the mask and pass is_causal=False")
+    if mask.is_floating_point():            # +inf or NaN added to a score makes its whole softmax row NaN
+        check_values(~(mask.isnan() | (mask == math.inf)), lambda: _bad_float_mask(mask, name))
+
+def _bad_float_mask(mask, name):
+    "The error text for a float mask holding +inf or NaN: which of them, how many, and where the first is."
+    bad = mask.isnan() | (mask == math.inf)
+    kinds = " and ".join(w for w, t in (("+inf", mask == math.inf), ("NaN", mask.isnan())) if t.any())
+    first = tuple(bad.nonzero()[0].tolist())
+    return (f"{name} contains {kinds} ({int(bad.sum())} of {mask.numel()} entries, the first at index {first}); "
+            f"a float {name} may hold finite values and -inf only")
+
+
+# %% ../nbs/appendix_checks.ipynb #796202e3
+def _check_attention(q, k, v, # queries (..., H, Lq, D), keys (..., G, Lk, D), values (..., G, Lk, Dv)
+                     mask=None, is_causal=False, scale=None, dropout_p=0.0, return_weights=False, # as in `scaled_dot_product_attention`
+                    ):
+    "Every check of an attention function's arguments, in one order: tensors, flags, mask, dropout, scale."
+    check_qkv(q, k, v)
+    check_bool("is_causal", is_causal); check_bool("return_weights", return_weights)
+    check_mask(mask, (*q.shape[:-1], k.shape[-2]), is_causal)
+    check_dropout(dropout_p); check_scale(scale, torch.promote_types(q.dtype, torch.float32))  # the scores' dtype
+
+_ALIGNS = ("top-left", "bottom-right")
+
+def _check_causal_mask(q_len, k_len, align):
+    "Raise naming the argument unless `q_len`, `k_len` are ints >= 0 and `align` is one of `_ALIGNS`."
+    check_int("q_len", q_len, minimum=0); check_int("k_len", k_len, minimum=0)
+    if align not in _ALIGNS: raise ValueError(f"align={align!r} must be one of {_ALIGNS}")
+
+def _check_tensors(**tensors):
+    "Raise a `TypeError` naming the first argument that is not a tensor."
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+
+def _check_repeat_kv(x, n_rep):
+    "Return `n_rep` as an int; raise unless `x` is a tensor (..., G, L, D) and `n_rep` a positive int."
+    _check_tensors(x=x)
+    if x.dim() < 3: raise ValueError(f"x.dim()={x.dim()} must be at least 3: (..., G, L, D)")
+    return check_int("n_rep", n_rep)
+
+def _check_backend_args(name, fn, supports, priority, prefer):
+    "Raise naming the argument unless `register_backend` can register `fn` under `name` with these options."
+    if not isinstance(name, str) or not name or name == "auto":
+        raise ValueError(f"name={name!r} must be a non-empty string other than 'auto'")
+    if not callable(fn): raise TypeError(f"fn={fn!r} must be callable")
+    if supports is not None and not callable(supports): raise TypeError(f"supports={supports!r} must be callable or None")
+    check_int("priority", priority, minimum=None)                   # any int: "auto" sorts by it
+    if prefer is not None and not callable(prefer): raise TypeError(f"prefer={prefer!r} must be callable or None")
+
+# %% ../nbs/appendix_checks.ipynb #042c098b
+def _check_temperature(temperature):
+    "Raise `ValueError` unless `temperature` is a finite number > 0."
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) \
+            or not math.isfinite(temperature) or temperature <= 0:
+        raise ValueError(f"temperature={temperature!r} must be a finite number > 0")
+    return float(temperature)
+
+def _check_probs(p, name="p", real=False):
+    "Raise a `TypeError`/`ValueError` unless `p` is a floating (or, with `real`, integer) tensor of shape (..., n), n >= 1."
+    if not isinstance(p, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(p).__name__}")
+    if not (p.is_floating_point() or real and not p.is_complex() and p.dtype != torch.bool):
+        raise TypeError(f"{name}.dtype={p.dtype} must be a {'real' if real else 'floating'} dtype")
+    if p.dim() == 0: raise ValueError(f"{name}.dim()=0 must be at least 1: (..., n)")
+    if p.shape[-1] == 0: raise ValueError(f"{name}.shape[-1]=0 must be >= 1 (a distribution over n >= 1 keys)")

@@ -11,22 +11,7 @@ import math, numbers
 from dataclasses import dataclass
 import torch
 from .attention import check_bool, check_int, check_values
-
-# %% ../nbs/02_scaling.ipynb #1c87b1b5
-def _check_temperature(temperature):
-    "Raise `ValueError` unless `temperature` is a finite number > 0."
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) \
-            or not math.isfinite(temperature) or temperature <= 0:
-        raise ValueError(f"temperature={temperature!r} must be a finite number > 0")
-    return float(temperature)
-
-def _check_probs(p, name="p", real=False):
-    "Raise a `TypeError`/`ValueError` unless `p` is a floating (or, with `real`, integer) tensor of shape (..., n), n >= 1."
-    if not isinstance(p, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(p).__name__}")
-    if not (p.is_floating_point() or real and not p.is_complex() and p.dtype != torch.bool):
-        raise TypeError(f"{name}.dtype={p.dtype} must be a {'real' if real else 'floating'} dtype")
-    if p.dim() == 0: raise ValueError(f"{name}.dim()=0 must be at least 1: (..., n)")
-    if p.shape[-1] == 0: raise ValueError(f"{name}.shape[-1]=0 must be >= 1 (a distribution over n >= 1 keys)")
+from .checks import _check_probs, _check_temperature  # the validators (appendix "Checking the inputs")
 
 # %% ../nbs/02_scaling.ipynb #51ccc65b
 def dot_product_variance(
