@@ -584,12 +584,12 @@ R("multihead.split_heads.n_heads.not_dividing", MH + "split_heads:n_heads", Valu
   lambda: multihead.split_heads(X(), 3))
 R("multihead.merge_heads.x.rank3", MH + "merge_heads:x", ValueError, [("x.dim()=3", "x.shape=(2, 3, 4)")], lambda: multihead.merge_heads(T(2, 3, 4)))
 R("multihead.merge_heads.x.str", MH + "merge_heads:x", TypeError, [NAMED("x"), "str"], lambda: multihead.merge_heads("x"))
-R("multihead.check_kv_heads.n_kv_heads.not_dividing", MH + "check_kv_heads:n_kv_heads", ValueError, ["n_kv_heads=3", "n_heads=4"],
-  lambda: multihead.check_kv_heads(4, 3))
-R("multihead.check_kv_heads.n_heads.not_divided", MH + "check_kv_heads:n_heads", ValueError, ["n_kv_heads=2", "n_heads=3"],
-  lambda: multihead.check_kv_heads(3, 2))
-R("multihead.check_kv_heads.n_kv_heads.zero", MH + "check_kv_heads:n_kv_heads", ValueError, ["n_kv_heads=0"], lambda: multihead.check_kv_heads(4, 0))
-R("multihead.check_kv_heads.n_kv_heads.bool", MH + "check_kv_heads:n_kv_heads", TypeError, ["n_kv_heads=True"], lambda: multihead.check_kv_heads(4, True))
+R("checks.check_kv_heads.n_kv_heads.not_dividing", "checks.check_kv_heads:n_kv_heads", ValueError, ["n_kv_heads=3", "n_heads=4"],
+  lambda: checks.check_kv_heads(4, 3))
+R("checks.check_kv_heads.n_heads.not_divided", "checks.check_kv_heads:n_heads", ValueError, ["n_kv_heads=2", "n_heads=3"],
+  lambda: checks.check_kv_heads(3, 2))
+R("checks.check_kv_heads.n_kv_heads.zero", "checks.check_kv_heads:n_kv_heads", ValueError, ["n_kv_heads=0"], lambda: checks.check_kv_heads(4, 0))
+R("checks.check_kv_heads.n_kv_heads.bool", "checks.check_kv_heads:n_kv_heads", TypeError, ["n_kv_heads=True"], lambda: checks.check_kv_heads(4, True))
 AC = MH + "attention_cost:"
 R("multihead.attention_cost.d_model.zero", AC + "d_model", ValueError, ["d_model=0"], lambda: multihead.attention_cost(0, 2, 3))
 R("multihead.attention_cost.n_heads.not_dividing", AC + "n_heads", ValueError, ["d_model=8", "n_heads=3"], lambda: multihead.attention_cost(8, 3, 3))

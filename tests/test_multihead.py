@@ -662,3 +662,29 @@ def test_static_cache_names_a_bad_device():
         with pytest.raises(exc, match="^" + re.escape(f"device={bad!r} must be None, a torch.device or a device string such as 'cpu' or 'cuda:0'") + "$"):
             StaticKVCache(1, 2, 6, 4, device=bad)
     assert StaticKVCache(1, 2, 6, 4, device="cpu").k.device == torch.device("cpu")
+
+
+# -- the short form the chapter shows first equals the shipped module ---------------------------------------------------
+class _TinyMHA(nn.Module):
+    "Chapter 01's `TinyMHA`, word for word: project, split, attend, merge, project."
+    def __init__(self, d_model, n_heads):
+        super().__init__()
+        self.n_heads = n_heads
+        self.in_proj = nn.Linear(d_model, 3 * d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+    def forward(self, x, is_causal=False):
+        q, k, v = self.in_proj(x).chunk(3, dim=-1)
+        q, k, v = (split_heads(t, self.n_heads) for t in (q, k, v))
+        out = scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+        return self.out_proj(merge_heads(out))
+
+
+@pytest.mark.parametrize("E,H,L", [(16, 4, 7), (24, 3, 1), (32, 8, 113)])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_tiny_form_equals_shipped_module(E, H, L, is_causal):
+    torch.manual_seed(0)
+    shipped = MultiHeadAttention(E, H).double().eval()
+    tiny = _TinyMHA(E, H).double()
+    tiny.load_state_dict(shipped.state_dict())                       # the same parameter names
+    x = torch.randn(2, L, E, dtype=torch.float64)
+    torch.testing.assert_close(tiny(x, is_causal=is_causal), shipped(x, is_causal=is_causal), rtol=0, atol=1e-12)

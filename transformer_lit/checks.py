@@ -8,7 +8,7 @@ import math, numbers
 import torch
 
 # %% auto #0
-__all__ = ['check_bool', 'check_scale', 'check_dropout', 'check_int', 'check_values', 'check_qkv', 'check_mask']
+__all__ = ['check_bool', 'check_scale', 'check_dropout', 'check_int', 'check_values', 'check_qkv', 'check_mask', 'check_kv_heads']
 
 # %% ../nbs/appendix_checks.ipynb #a522c6c1
 def check_bool(name: str, value):
@@ -195,3 +195,118 @@ def _check_probs(p, name="p", real=False):
         raise TypeError(f"{name}.dtype={p.dtype} must be a {'real' if real else 'floating'} dtype")
     if p.dim() == 0: raise ValueError(f"{name}.dim()=0 must be at least 1: (..., n)")
     if p.shape[-1] == 0: raise ValueError(f"{name}.shape[-1]=0 must be >= 1 (a distribution over n >= 1 keys)")
+
+# %% ../nbs/appendix_checks.ipynb #c01mha1
+def check_kv_heads(n_heads: int, # H, already checked
+                   n_kv_heads, # G: None (= H) or a positive int dividing H
+                  ) -> int:
+    "Return G (H when `n_kv_heads` is None); raise `TypeError`/`ValueError` naming both numbers unless G divides H."
+    G = check_int("n_kv_heads", n_kv_heads, allow_none=True)
+    if G is None: return n_heads
+    if n_heads % G:
+        raise ValueError(f"n_kv_heads={G} must divide n_heads={n_heads}: each key/value head is shared by "
+                         "n_heads / n_kv_heads query heads (so 1 <= n_kv_heads <= n_heads)")
+    return G
+
+def _check_split_heads(x, n_heads):
+    "`split_heads`: x is a (B, T, H·D) tensor whose last dim `n_heads` divides."
+    if not isinstance(x, torch.Tensor): raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != 3: raise ValueError(f"x.dim()={x.dim()} must be 3: (B, T, H·D)")
+    check_int("n_heads", n_heads)
+    if x.shape[-1] % n_heads: raise ValueError(f"x.shape[-1]={x.shape[-1]} must be divisible by n_heads={n_heads}")
+
+def _check_merge_heads(x):
+    "`merge_heads`: x is a (B, H, T, D) tensor."
+    if not isinstance(x, torch.Tensor): raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != 4: raise ValueError(f"x.dim()={x.dim()} must be 4: (B, H, T, D)")
+
+def _check_mha_args(d_model, n_heads, n_kv_heads, kdim, vdim, dropout, rotary, qkv_bias) -> int:
+    "The `MultiHeadAttention` constructor's arguments (all but `backend`); returns G, the number of key/value heads."
+    check_int("d_model", d_model); check_int("n_heads", n_heads)
+    if d_model % n_heads: raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+    G = check_kv_heads(n_heads, n_kv_heads)
+    check_int("kdim", kdim, allow_none=True); check_int("vdim", vdim, allow_none=True)
+    check_dropout(dropout, "dropout")
+    if rotary is not None and not callable(rotary):
+        raise TypeError(f"rotary={rotary!r} must be callable, rotary(x, positions) -> x (e.g. a RotaryEmbedding), or None")
+    if qkv_bias is not None and not isinstance(qkv_bias, bool): raise TypeError(f"qkv_bias={qkv_bias!r} must be a bool or None")
+    return G
+
+def _check_mha_inputs(query, key, value, # the tensors passed to the module (key, value may be None)
+                      widths, # (d_model, kdim, vdim): the widths the module expects
+                      param_dtype, # the dtype of the module's weights
+                      mask=None, attn_bias=None, positions=None):
+    "The inputs of `MultiHeadAttention.forward` (and `project_qkv`, `project_q`): types, ranks, widths, batch, dtypes."
+    for name, t, wname, width in (("query", query, "d_model", widths[0]), ("key", key, "kdim", widths[1]),
+                                  ("value", value, "vdim", widths[2])):
+        if t is None: continue
+        if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if not t.is_floating_point(): raise TypeError(f"{name}.dtype={t.dtype} must be a floating dtype")
+        if t.dim() != 3: raise ValueError(f"{name}.dim()={t.dim()} must be 3: (B, T, {wname})")
+        if t.shape[-1] != width: raise ValueError(f"{name}.shape[-1]={t.shape[-1]} must equal {wname}={width}")
+        if t.shape[0] != query.shape[0]: raise ValueError(f"{name}.shape[0]={t.shape[0]} must equal query.shape[0]={query.shape[0]} (batch)")
+        if t.dtype != query.dtype and not torch.is_autocast_enabled(t.device.type):  # autocast casts them itself
+            raise TypeError(f"{name}.dtype={t.dtype} must equal query.dtype={query.dtype}")
+    if query.dtype != param_dtype and not torch.is_autocast_enabled(query.device.type):   # under autocast the matmuls cast
+        raise TypeError(f"query.dtype={query.dtype} must equal the module's parameter dtype {param_dtype}")
+    if key is not None and value is None and widths[1] != widths[2]:
+        raise ValueError(f"value=None defaults to key, which needs kdim={widths[1]} to equal vdim={widths[2]}: pass value")
+    if key is not None and value is not None and key.shape[1] != value.shape[1]:
+        raise ValueError(f"key.shape[1]={key.shape[1]} must equal value.shape[1]={value.shape[1]} (one value per key)")
+    for name, m in (("mask", mask), ("attn_bias", attn_bias)):
+        if isinstance(m, torch.Tensor) and m.dim() not in (2, 4):
+            raise ValueError(f"{name}.dim()={m.dim()} must be 2 (Lq, Lk) or 4 (B or 1, H or 1, Lq, Lk)")
+    if attn_bias is not None and not (isinstance(attn_bias, torch.Tensor) and attn_bias.is_floating_point()):
+        raise TypeError(f"attn_bias must be a floating tensor added to the scores, got "
+                        f"{attn_bias.dtype if isinstance(attn_bias, torch.Tensor) else type(attn_bias).__name__}")
+    if positions is not None:
+        _check_int_tensor("positions", positions)
+        if positions.dim() not in (1, 2) or positions.shape[-1] != query.shape[1]:
+            raise ValueError(f"positions.shape={tuple(positions.shape)} must be (Lq,) or (B, Lq) with Lq={query.shape[1]}")
+
+# %% ../nbs/appendix_checks.ipynb #c01mha2
+def _check_kv(k, v):
+    "Raise a `TypeError`/`ValueError` naming the argument unless k (B, G, t, D) and v (B, G, t, Dv) are floating tensors of one dtype."
+    for name, t in (("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if not t.is_floating_point(): raise TypeError(f"{name}.dtype={t.dtype} must be a floating dtype")
+        if t.dim() != 4: raise ValueError(f"{name}.dim()={t.dim()} must be 4: (B, G, t, D)")
+    if v.shape[:3] != k.shape[:3]: raise ValueError(f"v.shape={tuple(v.shape)} must equal k.shape={tuple(k.shape)} in (B, G, t)")
+    if v.dtype != k.dtype: raise TypeError(f"v.dtype={v.dtype} must equal k.dtype={k.dtype}")
+
+def _check_kv_growing(k, v, cached_k, cached_v):
+    "`KVCache.append`: new keys and values that continue the cached ones (None while the cache is empty)."
+    _check_kv(k, v)
+    if cached_k is None: return
+    if k.dtype != cached_k.dtype: raise TypeError(f"k.dtype={k.dtype} must equal the cached keys' dtype {cached_k.dtype}")
+    if k.shape[:2] != cached_k.shape[:2] or k.shape[-1] != cached_k.shape[-1] or v.shape[-1] != cached_v.shape[-1]:
+        raise ValueError(f"k.shape={tuple(k.shape)}, v.shape={tuple(v.shape)} must match the cached "
+                         f"{tuple(cached_k.shape)}, {tuple(cached_v.shape)} in all dims but -2 (B, key/value heads and D)")
+
+def _check_kv_static(k, v, buffer, pos):
+    "`StaticKVCache.append`: new keys and values that fit `buffer` (B, G, max_len, D) after its `pos` filled slots."
+    _check_kv(k, v)
+    if k.shape[:2] != buffer.shape[:2] or k.shape[-1] != buffer.shape[-1] or v.shape != k.shape:
+        raise ValueError(f"k.shape={tuple(k.shape)}, v.shape={tuple(v.shape)} must match the buffers "
+                         f"{tuple(buffer.shape)} in all dims but -2 (B, key/value heads and D)")
+    if k.dtype != buffer.dtype or v.dtype != buffer.dtype:
+        raise TypeError(f"k.dtype={k.dtype}, v.dtype={v.dtype} must equal the cache's dtype {buffer.dtype}")
+    max_len = buffer.shape[-2]
+    slots = pos + torch.arange(k.shape[-2], device=pos.device)     # (t,)
+    check_values(slots < max_len, lambda: f"k.shape[-2]={k.shape[-2]} new keys after {int(pos)} cached ones must fit max_len={max_len}")
+
+def _check_static_cache(batch, n_kv_heads, max_len, head_dim, dtype, device):
+    "`StaticKVCache`'s arguments; returns the device as a `torch.device` (or None)."
+    check_int("batch", batch, minimum=0)
+    for name, val in (("n_kv_heads", n_kv_heads), ("max_len", max_len), ("head_dim", head_dim)): check_int(name, val)
+    _check_float_dtype("dtype", dtype)
+    try: return None if device is None else torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise (ValueError if isinstance(e, RuntimeError) else TypeError)(
+            f"device={device!r} must be None, a torch.device or a device string such as 'cpu' or 'cuda:0'") from None
+
+def _check_rows(rows, B):
+    "`StaticKVCache.reorder`: rows is a (B,) integer tensor of row indices in [0, B)."
+    _check_int_tensor("rows", rows)
+    if tuple(rows.shape) != (B,): raise ValueError(f"rows.shape={tuple(rows.shape)} must be (B,)=({B},)")
+    check_values((rows >= 0) & (rows < B), lambda: f"rows={rows.tolist()} must lie in [0, B={B})")

@@ -7,46 +7,252 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-from .attention import (attend, causal_mask, check_backend, check_dropout, check_int, check_mask, check_values,
-                                       scaled_dot_product_attention, _check_float_dtype, _check_int_tensor)
+from .attention import attend, causal_mask, check_backend
+from .checks import (check_kv_heads, check_int, check_mask, _check_merge_heads, _check_split_heads,
+                                    _check_mha_args, _check_mha_inputs, _check_kv_growing, _check_kv_static,
+                                    _check_static_cache, _check_rows)
 
 # %% auto #0
-__all__ = ['split_heads', 'merge_heads', 'check_kv_heads', 'attention_cost', 'kv_cache_bytes', 'KVCache', 'CrossKVCache',
-           'StaticKVCache', 'MultiHeadAttention']
+__all__ = ['split_heads', 'merge_heads', 'MultiHeadAttention', 'KVCache', 'CrossKVCache', 'StaticKVCache', 'attention_cost',
+           'kv_cache_bytes']
 
 # %% ../nbs/01_multihead.ipynb #60757fbb
 def split_heads(x: torch.Tensor, # (B, T, H·D)
                 n_heads: int, # H
                ) -> torch.Tensor:
     "Cut the last dim into `n_heads` heads: (B, T, H·D) -> (B, H, T, D)."
-    if not isinstance(x, torch.Tensor): raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-    if x.dim() != 3: raise ValueError(f"x.dim()={x.dim()} must be 3: (B, T, H·D)")
-    check_int("n_heads", n_heads)
+    _check_split_heads(x, n_heads)                                 # the checks: appendix_checks
     B, T, E = x.shape
-    if E % n_heads: raise ValueError(f"x.shape[-1]={E} must be divisible by n_heads={n_heads}")
     return x.view(B, T, n_heads, E // n_heads).transpose(1, 2)     # (B, T, H, D) -> (B, H, T, D)
 
 def merge_heads(x: torch.Tensor, # (B, H, T, D)
                ) -> torch.Tensor:
     "Concatenate the heads again: (B, H, T, D) -> (B, T, H·D)."
-    if not isinstance(x, torch.Tensor): raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-    if x.dim() != 4: raise ValueError(f"x.dim()={x.dim()} must be 4: (B, H, T, D)")
+    _check_merge_heads(x)
     B, H, T, D = x.shape
     return x.transpose(1, 2).reshape(B, T, H * D)                  # (B, T, H, D) -> (B, T, H·D)
 
+# %% ../nbs/01_multihead.ipynb #e409bdfb
+class MultiHeadAttention(nn.Module):
+    "Multi-head attention, batch-first, with a fused QKV projection, G key/value heads (grouped-query) and a choice of backend."
+    def __init__(self, d_model: int, # model width E; the output has this width too
+                 n_heads: int, # H query heads; each head has d_k = d_model // H
+                 bias: bool=True, # biases in the projections (out_proj's; q/k/v's unless `qkv_bias` is given)
+                 dropout: float=0.0, # dropout on the attention weights (training only)
+                 kdim: int|None=None, # width of `key` if not d_model
+                 vdim: int|None=None, # width of `value` if not d_model
+                 backend: str="auto", # attention backend (see `attention.attend`)
+                 rotary=None, # rotary(x, positions) -> x for x (B, heads, T, D); applied to q and k after the head split
+                 n_kv_heads: int|None=None, # G key/value heads, each shared by H/G query heads; None = H (multi-head), 1 = multi-query
+                 qkv_bias: bool|None=None, # biases of the q, k, v projections; None = `bias`
+                ):
+        super().__init__()
+        G = _check_mha_args(d_model, n_heads, n_kv_heads, kdim, vdim, dropout, rotary, qkv_bias); check_backend(backend)
+        qkv_bias = bias if qkv_bias is None else qkv_bias
+        self.d_model, self.n_heads, self.n_kv_heads, self.d_head = d_model, n_heads, G, d_model // n_heads
+        self.kdim, self.vdim = kdim or d_model, vdim or d_model
+        self.dropout, self.backend, self.rotary = dropout, backend, rotary
+        self.fused = self.kdim == d_model and self.vdim == d_model
+        self.qkv_widths = (n_heads * self.d_head, G * self.d_head, G * self.d_head)  # H·D = d_model, G·D, G·D
+        if self.fused: self.in_proj = nn.Linear(d_model, sum(self.qkv_widths), bias=qkv_bias)  # rows: [W_Q; W_K; W_V]
+        else:
+            self.q_proj = nn.Linear(d_model, self.qkv_widths[0], bias=qkv_bias)
+            self.k_proj = nn.Linear(self.kdim, self.qkv_widths[1], bias=qkv_bias)
+            self.v_proj = nn.Linear(self.vdim, self.qkv_widths[2], bias=qkv_bias)
+        self.out_proj = nn.Linear(self.qkv_widths[0], d_model, bias=bias)           # W_O
+
+    def forward(self, query: torch.Tensor, # (B, Lq, d_model)
+                key: torch.Tensor|None=None, # (B, Lk, kdim); default `query` (self-attention)
+                value: torch.Tensor|None=None, # (B, Lk, vdim); default `key`
+                mask: torch.Tensor|None=None, # bool (True = may attend) or float, broadcastable to (B, H, Lq, Lk)
+                is_causal: bool=False, # query i, at position len(cache) + i, sees keys j <= len(cache) + i (top-left without a cache); not with `mask`
+                need_weights: bool=False, # also return the per-head weights (B, H, Lq, Lk); runs the math backend
+                attn_bias: torch.Tensor|None=None, # float added to the scores (ALiBi, relative bias), broadcastable to (B, H, Lq, Lk)
+                positions: torch.Tensor|None=None, # positions for `rotary`; default len(cache) + arange(Lq)
+                cache: KVCache|StaticKVCache|CrossKVCache|None=None, # KVCache, StaticKVCache: new keys/values appended, all attended; CrossKVCache: the memory's, projected once
+               ):
+        "Attend from `query` to `key`/`value`; returns `out` (B, Lq, d_model), or `(out, weights)`."
+        self._check_inputs(query, key, value, mask, attn_bias, positions)
+        if cache is None and self.rotary is None and attn_bias is None:         # plain multi-head attention
+            q, k, v = self._qkv(query, key, value)                              # project, split: (B, H, Lq, D), (B, G, Lk, D) x 2
+            check_mask(mask, (q.shape[0], self.n_heads, q.shape[-2], k.shape[-2]), is_causal)
+        else: q, k, v, mask, is_causal = _with_hooks(self, query, key, value, mask, is_causal, attn_bias, positions, cache)
+        res = attend(q, k, v, mask=mask, is_causal=is_causal, dropout_p=self.dropout if self.training else 0.0,
+                     need_weights=need_weights, backend=self.backend)           # every head: (B, H, Lq, D)
+        out = self.out_proj(merge_heads(res.out))                               # merge (B, Lq, H·D), project (B, Lq, d_model)
+        return (out, res.weights) if need_weights else out
+
+    def project_qkv(self, query, key=None, value=None):
+        "Project to per-head queries (B, H, Lq, D) and keys, values (B, G, Lk, D); key defaults to query, value to key."
+        self._check_inputs(query, key, value)
+        return self._qkv(query, key, value)
+
+    def project_q(self, query):
+        "Project only the queries, (B, H, Lq, D): what a call needs when the keys and values are cached."
+        self._check_inputs(query)
+        return self._q(query)
+
+    def _qkv(self, query, key=None, value=None):
+        "`project_qkv` without the checks."
+        self_attn = key is None and value is None
+        key = query if key is None else key
+        value = key if value is None else value
+        if self.fused and self_attn:                                    # one matmul for Q, K and V
+            q, k, v = self.in_proj(query).split(self.qkv_widths, -1)    # (B, T, H·D), (B, T, G·D), (B, T, G·D)
+        elif self.fused:                                                # the same weights, one slice per input
+            W = self.in_proj.weight.split(self.qkv_widths)
+            b = self.in_proj.bias.split(self.qkv_widths) if self.in_proj.bias is not None else (None,) * 3
+            q, k, v = (F.linear(x, w, bb) for x, w, bb in zip((query, key, value), W, b))
+        else: q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)
+        return split_heads(q, self.n_heads), split_heads(k, self.n_kv_heads), split_heads(v, self.n_kv_heads)
+
+    def _q(self, query):
+        "`project_q` without the checks: the W_Q rows of the fused weight."
+        if not self.fused: return split_heads(self.q_proj(query), self.n_heads)
+        n = self.qkv_widths[0]
+        w, b = self.in_proj.weight[:n], None if self.in_proj.bias is None else self.in_proj.bias[:n]
+        return split_heads(F.linear(query, w, b), self.n_heads)         # (B, H, Lq, D)
+
+    def _check_inputs(self, query, key=None, value=None, mask=None, attn_bias=None, positions=None):
+        "One line for the checks (appendix_checks: `_check_mha_inputs`)."
+        _check_mha_inputs(query, key, value, (self.d_model, self.kdim, self.vdim), self.out_proj.weight.dtype, mask, attn_bias, positions)
+
+    @classmethod
+    def from_torch(cls, m: nn.MultiheadAttention):
+        "A `MultiHeadAttention` with the weights of `m` (any `batch_first`: ours is always batch-first)."
+        return _from_torch(cls, m)                                      # the section "Equal to torch.nn.MultiheadAttention"
+
+# %% ../nbs/01_multihead.ipynb #94a2b0c5
+def _from_torch(cls, m: nn.MultiheadAttention):
+    "`MultiHeadAttention.from_torch`: copy the weights of `m`, fused or separate projections, with or without biases."
+    if not isinstance(m, nn.MultiheadAttention): raise TypeError(f"m must be an nn.MultiheadAttention, got {type(m).__name__}")
+    if m.bias_k is not None or m.add_zero_attn:
+        raise ValueError(f"add_bias_kv={m.bias_k is not None}, add_zero_attn={m.add_zero_attn}: both must be False")
+    ref = m.out_proj.weight
+    new = cls(m.embed_dim, m.num_heads, bias=m.in_proj_bias is not None, dropout=m.dropout, kdim=m.kdim, vdim=m.vdim)
+    new = new.to(device=ref.device, dtype=ref.dtype)
+    with torch.no_grad():
+        if new.fused: new.in_proj.weight.copy_(m.in_proj_weight)
+        else:
+            for ours, theirs in ((new.q_proj, m.q_proj_weight), (new.k_proj, m.k_proj_weight), (new.v_proj, m.v_proj_weight)):
+                ours.weight.copy_(theirs)
+        if m.in_proj_bias is not None:
+            if new.fused: new.in_proj.bias.copy_(m.in_proj_bias)
+            else:
+                for ours, b in zip((new.q_proj, new.k_proj, new.v_proj), m.in_proj_bias.chunk(3)): ours.bias.copy_(b)
+            new.out_proj.bias.copy_(m.out_proj.bias)
+        new.out_proj.weight.copy_(m.out_proj.weight)
+    return new.train(m.training)
+
+# %% ../nbs/01_multihead.ipynb #837e9266
+def _nbytes(*tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+
+class KVCache:
+    "The keys and values seen so far by one attention layer, (B, G, T, D) each, grown explicitly by `append`."
+    def __init__(self): self.k = self.v = None
+    def __len__(self): return 0 if self.k is None else self.k.shape[-2]
+    def nbytes(self) -> int:
+        "Bytes held by the cached keys and values: 2 x B x G x T x D x the element size."
+        return _nbytes(self.k, self.v)
+    def append(self, k: torch.Tensor, v: torch.Tensor): # new keys/values (B, G, t, D)
+        "Add `k`, `v` after the cached ones and return all keys and values."
+        _check_kv_growing(k, v, self.k, self.v)
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)  # (B, G, T+t, D)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)  # (B, G, T+t, Dv)
+        return self.k, self.v
+
+class CrossKVCache:
+    "The keys and values of one fixed memory (an encoder output), (B, G, S, D) each: set by the first call, then reused."
+    def __init__(self): self.k = self.v = None
+    def __len__(self): return 0 if self.k is None else self.k.shape[-2]
+    def nbytes(self) -> int:
+        "Bytes held by the memory's keys and values: 2 x B x G x S x D x the element size."
+        return _nbytes(self.k, self.v)
+
+# %% ../nbs/01_multihead.ipynb #p01staticcls
+class StaticKVCache:
+    "Keys and values of one attention layer in preallocated buffers (B, G, max_len, D), written in place at the slots after `pos`."
+    def __init__(self, batch: int, # B sequences
+                 n_kv_heads: int, # G key/value heads
+                 max_len: int, # slots: the most tokens the cache holds
+                 head_dim: int, # D, the width of one key (and value) head
+                 dtype: torch.dtype=torch.float32, device=None):
+        device = _check_static_cache(batch, n_kv_heads, max_len, head_dim, dtype, device)
+        self.k = torch.zeros(batch, n_kv_heads, max_len, head_dim, dtype=dtype, device=device)  # (B, G, max_len, D)
+        self.v = torch.zeros_like(self.k)                                # (B, G, max_len, D)
+        self.pos = torch.zeros((), dtype=torch.long, device=self.k.device)  # slots filled so far: a tensor, so a compiled step never specialises on it
+    @property
+    def max_len(self) -> int: return self.k.shape[-2]
+    def nbytes(self) -> int:
+        "Bytes of the two buffers: 2 x B x G x max_len x D x the element size, however many slots are filled."
+        return _nbytes(self.k, self.v)
+    def append(self, k: torch.Tensor, v: torch.Tensor): # new keys/values (B, G, t, D)
+        "Write `k`, `v` into slots pos .. pos+t-1 in place, advance pos by t, and return the whole buffers (B, G, max_len, D)."
+        _check_kv_static(k, v, self.k, self.pos)
+        slots = self.pos + torch.arange(k.shape[-2], device=self.pos.device)    # (t,)
+        self.k.index_copy_(2, slots, k); self.v.index_copy_(2, slots, v)   # in place: the buffers keep their shape
+        self.pos.add_(k.shape[-2])
+        return self.k, self.v
+    def reorder(self, rows: torch.Tensor): # (B,) long: new row i continues old row rows[i]
+        "Select rows in place (beam search: each beam continues its parent's keys and values)."
+        _check_rows(rows, self.k.shape[0])
+        rows = rows.to(device=self.k.device, dtype=torch.long)
+        self.k.copy_(self.k.index_select(0, rows)); self.v.copy_(self.v.index_select(0, rows))
+
+# %% ../nbs/01_multihead.ipynb #p01hooks
+def _check_cache(cache, key):
+    "Raise a `TypeError`/`ValueError` unless `cache` is one of the three caches and, for a CrossKVCache, `key` fits it."
+    if not isinstance(cache, (KVCache, StaticKVCache, CrossKVCache)):
+        raise TypeError(f"cache must be a KVCache, a StaticKVCache, a CrossKVCache or None, got {type(cache).__name__}")
+    if isinstance(cache, CrossKVCache) and key is None:
+        raise ValueError("a CrossKVCache holds a memory's keys and values: pass key (the memory), or use a KVCache for self-attention")
+    if isinstance(cache, CrossKVCache) and len(cache) and tuple(key.shape[:2]) != (cache.k.shape[0], len(cache)):
+        raise ValueError(f"key.shape[:2]={tuple(key.shape[:2])} must equal the CrossKVCache's (batch, keys)="
+                         f"{(cache.k.shape[0], len(cache))}: it holds the keys and values of one memory")
+
+def _with_hooks(m, query, key, value, mask, is_causal, attn_bias, positions, cache):
+    "`forward` with a cache, a rotary hook or a bias: q (B, H, Lq, D), k, v (B, G, Lk, D) and the mask to attend with."
+    if cache is not None: _check_cache(cache, key)
+    reuse = isinstance(cache, CrossKVCache) and len(cache) > 0      # the memory's keys/values are cached already
+    if reuse: q, k, v = m._q(query), cache.k, cache.v               # the memory is not read again
+    else: q, k, v = m._qkv(query, key, value)                       # (B, H, Lq, D), (B, G, Lk, D), (B, G, Lk, Dv)
+    past = len(cache) if isinstance(cache, KVCache) else 0
+    static = isinstance(cache, StaticKVCache)
+    start = cache.pos if static else past                           # the first new token's position
+    if m.rotary is not None: q, k = _rotate(m.rotary, q, k, start, positions, self_attn=key is None, rotate_k=not reuse)
+    if static: end = cache.pos + k.shape[-2]                         # slots filled once the new keys are written
+    if isinstance(cache, (KVCache, StaticKVCache)): k, v = cache.append(k, v)  # (B, G, past + Lk, D); static: (B, G, max_len, D)
+    elif cache is not None and not reuse: cache.k, cache.v = k, v   # the first call fills the CrossKVCache
+    Lq, Lk = q.shape[-2], k.shape[-2]
+    check_mask(mask, (q.shape[0], m.n_heads, Lq, Lk), is_causal)
+    if static:                                                      # slots not written yet are never read
+        j = torch.arange(Lk, device=k.device)                       # (max_len,)
+        allowed = (j <= (end - Lq + torch.arange(Lq, device=k.device))[:, None] if is_causal  # (Lq, max_len): bottom-right
+                   else (j < end).expand(Lq, Lk))
+        mask = allowed if mask is None else mask & allowed if mask.dtype == torch.bool else mask.masked_fill(~allowed, float("-inf"))
+        is_causal = False
+    if is_causal and (past or attn_bias is not None):              # an explicit mask; with a cache it is bottom-right
+        mask, is_causal = causal_mask(Lq, Lk, "bottom-right", device=q.device), False  # (Lq, Lk), Lk = past + Lq
+    if attn_bias is not None: mask = _fold_bias(attn_bias, mask, (q.shape[0], m.n_heads, Lq, Lk), q.dtype)
+    return q, k, v, mask, is_causal
+
+# %% ../nbs/01_multihead.ipynb #p01rotbias
+def _rotate(rotary, q, k, start, positions, self_attn, rotate_k):
+    "Apply `rotary` to q (B, H, Lq, D) and, unless they are cached already, k (B, G, Lk, D), each at its position."
+    q_pos = positions if positions is not None else start + torch.arange(q.shape[-2], device=q.device)
+    k_pos = q_pos if self_attn else start + torch.arange(k.shape[-2], device=k.device)
+    return rotary(q, q_pos), (rotary(k, k_pos) if rotate_k else k)
+
+def _fold_bias(attn_bias, mask, scores_shape, dtype):
+    "One float mask: `attn_bias` with the bool mask's False entries at -inf, or the float mask added."
+    check_mask(attn_bias, scores_shape, name="attn_bias")
+    bias = attn_bias.to(torch.promote_types(dtype, torch.float32))
+    if mask is not None and mask.dtype == torch.bool: bias = bias.masked_fill(~mask, float("-inf"))
+    elif mask is not None: bias = bias + mask
+    return bias
 
 # %% ../nbs/01_multihead.ipynb #2be40583
-def check_kv_heads(n_heads: int, # H, already checked
-                   n_kv_heads, # G: None (= H) or a positive int dividing H
-                  ) -> int:
-    "Return G (H when `n_kv_heads` is None); raise `TypeError`/`ValueError` naming both numbers unless G divides H."
-    G = check_int("n_kv_heads", n_kv_heads, allow_none=True)
-    if G is None: return n_heads
-    if n_heads % G:
-        raise ValueError(f"n_kv_heads={G} must divide n_heads={n_heads}: each key/value head is shared by "
-                         "n_heads / n_kv_heads query heads (so 1 <= n_kv_heads <= n_heads)")
-    return G
-
 def attention_cost(d_model: int, # model width
                    n_heads: int, # H; each head has d_k = d_model // H
                    q_len: int, # Lq
@@ -85,281 +291,3 @@ def kv_cache_bytes(n_kv_heads: int, # G key/value heads per layer
     check_int("seq_len", seq_len, minimum=0)
     if not isinstance(dtype, torch.dtype): raise TypeError(f"dtype={dtype!r} must be a torch.dtype")
     return 2 * n_layers * batch * n_kv_heads * seq_len * d_head * dtype.itemsize
-
-
-# %% ../nbs/01_multihead.ipynb #837e9266
-def _nbytes(*tensors) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
-
-def _check_kv(k, v):
-    "Raise a `TypeError`/`ValueError` naming the argument unless k (B, G, t, D) and v (B, G, t, Dv) are floating tensors of one dtype."
-    for name, t in (("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if not t.is_floating_point(): raise TypeError(f"{name}.dtype={t.dtype} must be a floating dtype")
-        if t.dim() != 4: raise ValueError(f"{name}.dim()={t.dim()} must be 4: (B, G, t, D)")
-    if v.shape[:3] != k.shape[:3]: raise ValueError(f"v.shape={tuple(v.shape)} must equal k.shape={tuple(k.shape)} in (B, G, t)")
-    if v.dtype != k.dtype: raise TypeError(f"v.dtype={v.dtype} must equal k.dtype={k.dtype}")
-
-class KVCache:
-    "The keys and values seen so far by one attention layer, (B, G, T, D) each, grown explicitly by `append`."
-    def __init__(self): self.k = self.v = None
-    def __len__(self): return 0 if self.k is None else self.k.shape[-2]
-    def nbytes(self) -> int:
-        "Bytes held by the cached keys and values: 2 x B x G x T x D x the element size."
-        return _nbytes(self.k, self.v)
-    def append(self, k: torch.Tensor, v: torch.Tensor): # new keys/values (B, G, t, D)
-        "Add `k`, `v` after the cached ones and return all keys and values."
-        _check_kv(k, v)
-        if self.k is not None and k.dtype != self.k.dtype:
-            raise TypeError(f"k.dtype={k.dtype} must equal the cached keys' dtype {self.k.dtype}")
-        if self.k is not None and (k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1] or v.shape[-1] != self.v.shape[-1]):
-            raise ValueError(f"k.shape={tuple(k.shape)}, v.shape={tuple(v.shape)} must match the cached "
-                             f"{tuple(self.k.shape)}, {tuple(self.v.shape)} in all dims but -2 (B, key/value heads and D)")
-        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)  # (B, G, T+t, D)
-        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)  # (B, G, T+t, Dv)
-        return self.k, self.v
-
-class CrossKVCache:
-    "The keys and values of one fixed memory (an encoder output), (B, G, S, D) each: set by the first call, then reused."
-    def __init__(self): self.k = self.v = None
-    def __len__(self): return 0 if self.k is None else self.k.shape[-2]
-    def nbytes(self) -> int:
-        "Bytes held by the memory's keys and values: 2 x B x G x S x D x the element size."
-        return _nbytes(self.k, self.v)
-
-
-class StaticKVCache:
-    "Keys and values of one attention layer in preallocated buffers (B, G, max_len, D), written in place at the slots after `pos`."
-    def __init__(self, batch: int, # B sequences
-                 n_kv_heads: int, # G key/value heads
-                 max_len: int, # slots: the most tokens the cache holds
-                 head_dim: int, # D, the width of one key (and value) head
-                 dtype: torch.dtype=torch.float32, device=None):
-        check_int("batch", batch, minimum=0)
-        for name, val in (("n_kv_heads", n_kv_heads), ("max_len", max_len), ("head_dim", head_dim)): check_int(name, val)
-        _check_float_dtype("dtype", dtype)
-        try: device = None if device is None else torch.device(device)
-        except (RuntimeError, TypeError) as e:
-            raise (ValueError if isinstance(e, RuntimeError) else TypeError)(
-                f"device={device!r} must be None, a torch.device or a device string such as 'cpu' or 'cuda:0'") from None
-        self.k = torch.zeros(batch, n_kv_heads, max_len, head_dim, dtype=dtype, device=device)  # (B, G, max_len, D)
-        self.v = torch.zeros_like(self.k)                                # (B, G, max_len, D)
-        self.pos = torch.zeros((), dtype=torch.long, device=self.k.device)  # slots filled so far: a tensor, so a compiled step never specialises on it
-    @property
-    def max_len(self) -> int: return self.k.shape[-2]
-    def nbytes(self) -> int:
-        "Bytes of the two buffers: 2 x B x G x max_len x D x the element size, however many slots are filled."
-        return _nbytes(self.k, self.v)
-    def append(self, k: torch.Tensor, v: torch.Tensor): # new keys/values (B, G, t, D)
-        "Write `k`, `v` into slots pos .. pos+t-1 in place, advance pos by t, and return the whole buffers (B, G, max_len, D)."
-        _check_kv(k, v)
-        if k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1] or v.shape != k.shape:
-            raise ValueError(f"k.shape={tuple(k.shape)}, v.shape={tuple(v.shape)} must match the buffers "
-                             f"{tuple(self.k.shape)} in all dims but -2 (B, key/value heads and D)")
-        if k.dtype != self.k.dtype or v.dtype != self.k.dtype:
-            raise TypeError(f"k.dtype={k.dtype}, v.dtype={v.dtype} must equal the cache's dtype {self.k.dtype}")
-        slots = self.pos + torch.arange(k.shape[-2], device=self.pos.device)    # (t,)
-        check_values(slots < self.max_len, lambda: f"k.shape[-2]={k.shape[-2]} new keys after {int(self.pos)} "
-                                                   f"cached ones must fit max_len={self.max_len}")
-        self.k.index_copy_(2, slots, k); self.v.index_copy_(2, slots, v)   # in place: the buffers keep their shape
-        self.pos.add_(k.shape[-2])
-        return self.k, self.v
-    def reorder(self, rows: torch.Tensor): # (B,) long: new row i continues old row rows[i]
-        "Select rows in place (beam search: each beam continues its parent's keys and values)."
-        _check_int_tensor("rows", rows)
-        B = self.k.shape[0]
-        if tuple(rows.shape) != (B,): raise ValueError(f"rows.shape={tuple(rows.shape)} must be (B,)=({B},)")
-        check_values((rows >= 0) & (rows < B), lambda: f"rows={rows.tolist()} must lie in [0, B={B})")
-        rows = rows.to(device=self.k.device, dtype=torch.long)
-        self.k.copy_(self.k.index_select(0, rows)); self.v.copy_(self.v.index_select(0, rows))
-
-# %% ../nbs/01_multihead.ipynb #e409bdfb
-class MultiHeadAttention(nn.Module):
-    "Multi-head attention, batch-first, with a fused QKV projection, G key/value heads (grouped-query) and a choice of backend."
-    def __init__(self, d_model: int, # model width E; the output has this width too
-                 n_heads: int, # H query heads; each head has d_k = d_model // H
-                 bias: bool=True, # biases in the projections (out_proj's; q/k/v's unless `qkv_bias` is given)
-                 dropout: float=0.0, # dropout on the attention weights (training only)
-                 kdim: int|None=None, # width of `key` if not d_model
-                 vdim: int|None=None, # width of `value` if not d_model
-                 backend: str="auto", # attention backend (see `attention.attend`)
-                 rotary=None, # rotary(x, positions) -> x for x (B, heads, T, D); applied to q and k after the head split
-                 n_kv_heads: int|None=None, # G key/value heads, each shared by H/G query heads; None = H (multi-head), 1 = multi-query
-                 qkv_bias: bool|None=None, # biases of the q, k, v projections; None = `bias`
-                ):
-        super().__init__()
-        check_int("d_model", d_model); check_int("n_heads", n_heads)
-        if d_model % n_heads: raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
-        G = check_kv_heads(n_heads, n_kv_heads)
-        check_int("kdim", kdim, allow_none=True); check_int("vdim", vdim, allow_none=True)
-        check_dropout(dropout, "dropout")
-        check_backend(backend)
-        if rotary is not None and not callable(rotary):
-            raise TypeError(f"rotary={rotary!r} must be callable, rotary(x, positions) -> x (e.g. a RotaryEmbedding), or None")
-        if qkv_bias is not None and not isinstance(qkv_bias, bool): raise TypeError(f"qkv_bias={qkv_bias!r} must be a bool or None")
-        qkv_bias = bias if qkv_bias is None else qkv_bias
-        self.d_model, self.n_heads, self.n_kv_heads, self.d_head = d_model, n_heads, G, d_model // n_heads
-        self.kdim, self.vdim = kdim or d_model, vdim or d_model
-        self.dropout, self.backend, self.rotary = dropout, backend, rotary
-        self.fused = self.kdim == d_model and self.vdim == d_model
-        q_width, kv_width = n_heads * self.d_head, G * self.d_head  # H·D = d_model, G·D
-        self.qkv_widths = (q_width, kv_width, kv_width)
-        if self.fused: self.in_proj = nn.Linear(d_model, q_width + 2 * kv_width, bias=qkv_bias)  # rows: [W_Q; W_K; W_V]
-        else:
-            self.q_proj = nn.Linear(d_model, q_width, bias=qkv_bias)
-            self.k_proj = nn.Linear(self.kdim, kv_width, bias=qkv_bias)
-            self.v_proj = nn.Linear(self.vdim, kv_width, bias=qkv_bias)
-        self.out_proj = nn.Linear(q_width, d_model, bias=bias)
-
-
-# %% ../nbs/01_multihead.ipynb #7cb748f4
-def _qkv(self, query, key=None, value=None):
-    "`project_qkv` without the checks (forward has made them)."
-    self_attn = key is None and value is None
-    key = query if key is None else key
-    value = key if value is None else value
-    H, G = self.n_heads, self.n_kv_heads
-    if self.fused and self_attn:                                    # one matmul for Q, K and V
-        q, k, v = self.in_proj(query).split(self.qkv_widths, -1)    # (B, T, H·D), (B, T, G·D), (B, T, G·D)
-    elif self.fused:                                                # the same weights, one slice per input
-        W = self.in_proj.weight.split(self.qkv_widths)
-        b = self.in_proj.bias.split(self.qkv_widths) if self.in_proj.bias is not None else (None,) * 3
-        q, k, v = (F.linear(x, w, bb) for x, w, bb in zip((query, key, value), W, b))
-    else: q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)
-    return split_heads(q, H), split_heads(k, G), split_heads(v, G)  # (B, H, Lq, D), (B, G, Lk, D), (B, G, Lk, D)
-
-def _q(self, query):
-    "`project_q` without the checks (forward has made them)."
-    if self.fused:
-        n = self.qkv_widths[0]
-        w, b = self.in_proj.weight[:n], None if self.in_proj.bias is None else self.in_proj.bias[:n]
-        return split_heads(F.linear(query, w, b), self.n_heads)     # the W_Q rows of the fused weight
-    return split_heads(self.q_proj(query), self.n_heads)
-
-def _project_qkv(self, query, key=None, value=None):
-    "Project to per-head queries (B, H, Lq, D) and keys, values (B, G, Lk, D); key defaults to query, value to key."
-    self._check_inputs(query, key, value, None, None)
-    return _qkv(self, query, key, value)
-
-def _project_q(self, query):
-    "Project only the queries, (B, H, Lq, D): what a call needs when the keys and values are cached."
-    self._check_inputs(query, None, None, None, None)
-    return _q(self, query)
-
-MultiHeadAttention.project_qkv, MultiHeadAttention.project_q = _project_qkv, _project_q
-
-
-# %% ../nbs/01_multihead.ipynb #61b19b5d
-def _check_inputs(self, query, key, value, mask, attn_bias):
-    "Raise a `TypeError`/`ValueError` naming the argument when the inputs do not fit this module."
-    for name, t, wname, width in (("query", query, "d_model", self.d_model), ("key", key, "kdim", self.kdim),
-                                  ("value", value, "vdim", self.vdim)):
-        if t is None: continue
-        if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if not t.is_floating_point(): raise TypeError(f"{name}.dtype={t.dtype} must be a floating dtype")
-        if t.dim() != 3: raise ValueError(f"{name}.dim()={t.dim()} must be 3: (B, T, {wname})")
-        if t.shape[-1] != width: raise ValueError(f"{name}.shape[-1]={t.shape[-1]} must equal {wname}={width}")
-        if t.shape[0] != query.shape[0]: raise ValueError(f"{name}.shape[0]={t.shape[0]} must equal query.shape[0]={query.shape[0]} (batch)")
-        if t.dtype != query.dtype and not torch.is_autocast_enabled(t.device.type):  # autocast casts them itself
-            raise TypeError(f"{name}.dtype={t.dtype} must equal query.dtype={query.dtype}")
-    w = self.out_proj.weight
-    if query.dtype != w.dtype and not torch.is_autocast_enabled(query.device.type):   # under autocast the matmuls cast
-        raise TypeError(f"query.dtype={query.dtype} must equal the module's parameter dtype {w.dtype}")
-    if key is not None and value is None and self.kdim != self.vdim:
-        raise ValueError(f"value=None defaults to key, which needs kdim={self.kdim} to equal vdim={self.vdim}: pass value")
-    if key is not None and value is not None and key.shape[1] != value.shape[1]:
-        raise ValueError(f"key.shape[1]={key.shape[1]} must equal value.shape[1]={value.shape[1]} (one value per key)")
-    for name, m in (("mask", mask), ("attn_bias", attn_bias)):
-        if isinstance(m, torch.Tensor) and m.dim() not in (2, 4):
-            raise ValueError(f"{name}.dim()={m.dim()} must be 2 (Lq, Lk) or 4 (B or 1, H or 1, Lq, Lk)")
-    if attn_bias is not None and not (isinstance(attn_bias, torch.Tensor) and attn_bias.is_floating_point()):
-        raise TypeError(f"attn_bias must be a floating tensor added to the scores, got "
-                        f"{attn_bias.dtype if isinstance(attn_bias, torch.Tensor) else type(attn_bias).__name__}")
-
-MultiHeadAttention._check_inputs = _check_inputs
-
-# %% ../nbs/01_multihead.ipynb #e7b66a16
-def _forward(self, query: torch.Tensor, # (B, Lq, d_model)
-             key: torch.Tensor|None=None, # (B, Lk, kdim); default `query` (self-attention)
-             value: torch.Tensor|None=None, # (B, Lk, vdim); default `key`
-             mask: torch.Tensor|None=None, # bool (True = may attend) or float, broadcastable to (B, H, Lq, Lk)
-             is_causal: bool=False, # query i, at position len(cache) + i, sees keys j <= len(cache) + i (top-left without a cache); not with `mask`
-             need_weights: bool=False, # also return the per-head weights (B, H, Lq, Lk); runs the math backend
-             attn_bias: torch.Tensor|None=None, # float added to the scores (ALiBi, relative bias), broadcastable to (B, H, Lq, Lk)
-             positions: torch.Tensor|None=None, # positions for `rotary`; default len(cache) + arange(Lq)
-             cache: KVCache|StaticKVCache|CrossKVCache|None=None, # KVCache, StaticKVCache: new keys/values appended, all attended; CrossKVCache: the memory's, projected once
-            ):
-    "Attend from `query` to `key`/`value`; returns `out` (B, Lq, d_model), or `(out, weights)`."
-    self._check_inputs(query, key, value, mask, attn_bias)
-    if cache is not None and not isinstance(cache, (KVCache, StaticKVCache, CrossKVCache)):
-        raise TypeError(f"cache must be a KVCache, a StaticKVCache, a CrossKVCache or None, got {type(cache).__name__}")
-    reuse = isinstance(cache, CrossKVCache) and len(cache) > 0      # the memory's keys/values are cached already
-    if isinstance(cache, CrossKVCache) and key is None:
-        raise ValueError("a CrossKVCache holds a memory's keys and values: pass key (the memory), or use a KVCache for self-attention")
-    if reuse and tuple(key.shape[:2]) != (cache.k.shape[0], len(cache)):
-        raise ValueError(f"key.shape[:2]={tuple(key.shape[:2])} must equal the CrossKVCache's (batch, keys)="
-                         f"{(cache.k.shape[0], len(cache))}: it holds the keys and values of one memory")
-    if positions is not None:
-        _check_int_tensor("positions", positions)
-        if positions.dim() not in (1, 2) or positions.shape[-1] != query.shape[1]:
-            raise ValueError(f"positions.shape={tuple(positions.shape)} must be (Lq,) or (B, Lq) with Lq={query.shape[1]}")
-    if reuse: q, k, v = _q(self, query), cache.k, cache.v           # the memory is not read again
-    else: q, k, v = _qkv(self, query, key, value)                   # (B, H, Lq, D), (B, G, Lk, D), (B, G, Lk, Dv)
-    past = len(cache) if isinstance(cache, KVCache) else 0
-    static = isinstance(cache, StaticKVCache)
-    start = cache.pos if static else past                           # a static cache keeps its length in a tensor
-    if self.rotary is not None:
-        q_pos = positions if positions is not None else start + torch.arange(q.shape[-2], device=q.device)
-        k_pos = q_pos if key is None else start + torch.arange(k.shape[-2], device=k.device)
-        q = self.rotary(q, q_pos)                                    # (B, H, Lq, D)
-        if not reuse: k = self.rotary(k, k_pos)                      # (B, G, Lk, D); cached keys are rotated already
-    if static: end = cache.pos + k.shape[-2]                         # slots filled once the new keys are written
-    if isinstance(cache, (KVCache, StaticKVCache)): k, v = cache.append(k, v)  # (B, G, past + Lk, D); static: (B, G, max_len, D)
-    elif cache is not None and not reuse: cache.k, cache.v = k, v   # the first call fills the CrossKVCache
-    Lq, Lk = q.shape[-2], k.shape[-2]
-    check_mask(mask, (q.shape[0], self.n_heads, Lq, Lk), is_causal)
-    if static:                                                      # slots not written yet are never read
-        j = torch.arange(Lk, device=k.device)                       # (max_len,)
-        allowed = (j <= (end - Lq + torch.arange(Lq, device=k.device))[:, None] if is_causal  # (Lq, max_len): bottom-right
-                   else (j < end).expand(Lq, Lk))
-        mask = allowed if mask is None else mask & allowed if mask.dtype == torch.bool else mask.masked_fill(~allowed, float("-inf"))
-        is_causal = False
-    if is_causal and (past or attn_bias is not None):              # an explicit mask; with a cache it is bottom-right
-        mask, is_causal = causal_mask(Lq, Lk, "bottom-right", device=q.device), False  # (Lq, Lk), Lk = past + Lq
-    if attn_bias is not None:                                       # fold mask and causality into one float bias
-        check_mask(attn_bias, (q.shape[0], self.n_heads, Lq, Lk), name="attn_bias")
-        bias = attn_bias.to(torch.promote_types(q.dtype, torch.float32))
-        if mask is not None and mask.dtype == torch.bool: bias = bias.masked_fill(~mask, float("-inf"))
-        elif mask is not None: bias = bias + mask
-        mask = bias
-    res = attend(q, k, v, mask=mask, is_causal=is_causal, dropout_p=self.dropout if self.training else 0.0,
-                 need_weights=need_weights, backend=self.backend)
-    out = self.out_proj(merge_heads(res.out))                        # (B, Lq, d_model)
-    return (out, res.weights) if need_weights else out
-
-MultiHeadAttention.forward = _forward
-
-# %% ../nbs/01_multihead.ipynb #94a2b0c5
-@classmethod
-def _from_torch(cls, m: nn.MultiheadAttention):
-    "A `MultiHeadAttention` with the weights of `m` (any `batch_first`: ours is always batch-first)."
-    if not isinstance(m, nn.MultiheadAttention): raise TypeError(f"m must be an nn.MultiheadAttention, got {type(m).__name__}")
-    if m.bias_k is not None or m.add_zero_attn:
-        raise ValueError(f"add_bias_kv={m.bias_k is not None}, add_zero_attn={m.add_zero_attn}: both must be False")
-    ref = m.out_proj.weight
-    new = cls(m.embed_dim, m.num_heads, bias=m.in_proj_bias is not None, dropout=m.dropout, kdim=m.kdim, vdim=m.vdim)
-    new = new.to(device=ref.device, dtype=ref.dtype)
-    with torch.no_grad():
-        if new.fused: new.in_proj.weight.copy_(m.in_proj_weight)
-        else:
-            for ours, theirs in ((new.q_proj, m.q_proj_weight), (new.k_proj, m.k_proj_weight), (new.v_proj, m.v_proj_weight)):
-                ours.weight.copy_(theirs)
-        if m.in_proj_bias is not None:
-            if new.fused: new.in_proj.bias.copy_(m.in_proj_bias)
-            else:
-                for ours, b in zip((new.q_proj, new.k_proj, new.v_proj), m.in_proj_bias.chunk(3)): ours.bias.copy_(b)
-            new.out_proj.bias.copy_(m.out_proj.bias)
-        new.out_proj.weight.copy_(m.out_proj.weight)
-    return new.train(m.training)
-
-MultiHeadAttention.from_torch = _from_torch
