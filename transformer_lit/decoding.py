@@ -143,7 +143,7 @@ def _top_p(logits, p):
     return logits.masked_fill(drop.scatter(-1, order, drop), -math.inf)  # back to vocabulary order
 
 def min_p_filter(logits: Tensor, # (B, V)
-                 min_p: float, # in [0, 1): the fraction of the top probability a token needs
+                 min_p: float, # in [0, 1]: the fraction of the top probability a token needs
                 ) -> Tensor: # (B, V), the others -inf
     "Keep the tokens whose probability is at least min_p times the most likely token's."
     check_logits(logits); check_sampling(min_p=min_p)
@@ -171,7 +171,7 @@ def sample_next(logits: Tensor, # (B, V) scores for the next token
                 top_k: int|None=None, # keep only the k largest logits (ties with the k-th are kept too)
                 generator: torch.Generator|None=None, # seeded generator for reproducible sampling
                 top_p: float|None=None, # keep the nucleus of mass top_p, in (0, 1]
-                min_p: float|None=None, # keep tokens with probability >= min_p x the top one, min_p in [0, 1)
+                min_p: float|None=None, # keep tokens with probability >= min_p x the top one, min_p in [0, 1]
                ) -> Tensor: # (B,) token ids
     "Pick the next token: the argmax, or a draw from softmax of the filtered logits (`filter_logits`)."
     if greedy:
@@ -196,7 +196,7 @@ def lm_generate(model: DecoderOnlyLM, # the model that generates
                  step=None, # what runs each forward pass, called like the model; default the model, e.g. torch.compile(model, fullgraph=True)
                 ) -> Tensor: # (B, T0 + n), n <= max_new_tokens: it ends early when every row has stopped
     "Extend `idx` token by token; with or without the KV cache (growing or static), and padded or alone, the tokens are the same."
-    if not isinstance(model, DecoderOnlyLM): raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")
+    if not hasattr(model, "blocks"): raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")   # chapter 09's model
     check_tokens(idx, model.config.vocab_size); check_int("max_new_tokens", max_new_tokens, minimum=0)
     if not greedy: check_sampling(temperature, top_k, top_p, min_p, model.config.vocab_size)
     stops, pad = stop_setup(model.config.vocab_size, eos_id, stop_ids, pad_id, model.config.pad_id)
@@ -242,7 +242,7 @@ def seq2seq_generate(model: Transformer, # the model that generates
                       step=None, # what runs each decoding pass, called like `decode`; e.g. torch.compile(model.decode, fullgraph=True)
                      ) -> Tensor: # (B, 1 + n), n <= max_new_tokens, starting with bos_id
     "Encode once, then decode token by token (with `use_cache`: cached model-attention and memory keys/values)."
-    if not isinstance(model, Transformer): raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
+    if not hasattr(model, "stack"): raise TypeError(f"model must be a Transformer, got {type(model).__name__}")   # chapter 09's model
     check_int("max_new_tokens", max_new_tokens, minimum=0)
     if not greedy: check_sampling(temperature, top_k, top_p, min_p, model.config.vocab_size)
     stops, pad = stop_setup(model.config.vocab_size, eos_id, stop_ids, pad_id, model.config.pad_id)
@@ -371,7 +371,7 @@ def lm_beam_search(model: DecoderOnlyLM, # the model that generates
                     attention_mask: Tensor|None=None, # bool (B, T0): False on the left padding
                    ) -> tuple: # (tokens (B, T0 + n), log-probabilities (B,), scores (B,))
     "Beam search with the KV cache: `beam_search` with a step that reorders the cache by each beam's parent."
-    if not isinstance(model, DecoderOnlyLM): raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")
+    if not hasattr(model, "blocks"): raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")   # chapter 09's model
     check_tokens(idx, model.config.vocab_size); check_int("max_new_tokens", max_new_tokens, minimum=0)
     check_beam(beam_size, length_penalty, early_stopping)
     _, pad = stop_setup(model.config.vocab_size, eos_id, None, pad_id, model.config.pad_id)
@@ -401,7 +401,7 @@ def seq2seq_beam_search(model: Transformer, # the model that generates
                          src_keep: Tensor|None=None, # bool (B, S), True on real source tokens
                         ) -> tuple: # (tokens (B, 1 + n) starting with bos_id, log-probabilities (B,), scores (B,))
     "Encode once, repeat the memory for the K beams, then `beam_search` with the cached decoder."
-    if not isinstance(model, Transformer): raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
+    if not hasattr(model, "stack"): raise TypeError(f"model must be a Transformer, got {type(model).__name__}")   # chapter 09's model
     check_int("max_new_tokens", max_new_tokens, minimum=0); check_beam(beam_size, length_penalty, early_stopping)
     _check_id("bos_id", bos_id, model.config.vocab_size, allow_none=False)
     _, pad = stop_setup(model.config.vocab_size, eos_id, None, pad_id, model.config.pad_id)
