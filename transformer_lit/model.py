@@ -268,12 +268,6 @@ class DecoderOnlyLM(nn.Module):
 
 def _decoding(): return importlib.import_module("transformer_lit.decoding")   # chapter 10, loaded on first use
 
-_MOVED = ("DecoderCache", "StaticCache", "temperature_filter", "top_k_filter", "top_p_filter", "min_p_filter", "filter_logits",
-          "sample_next", "gnmt_penalty", "beam_search", "check_logits", "check_sampling", "stop_setup", "left_padding_mask", "check_beam")
-def __getattr__(name): # `from transformer_lit.model import StaticCache` keeps working: names that moved to chapter 10
-    if name in _MOVED: return getattr(_decoding(), name)
-    raise AttributeError(f"module 'transformer_lit.model' has no attribute {name!r}")
-
 def unembed(lm_head: nn.Linear, # the unembedding U, weight (V, d_model)
             h: Tensor, # the final state (B, T, d_model)
             scale: float|None=1.0, # the config's output_scale property; None: 1
@@ -285,19 +279,6 @@ def unembed(lm_head: nn.Linear, # the unembedding U, weight (V, d_model)
     _check_x(h, lm_head.in_features, "h", lm_head.weight.dtype); check_scale(scale)
     return lm_head(h if scale is None or scale == 1.0 else h * scale)
 
-def _cross_entropy(logits, targets, label_smoothing=0.0, reduction="mean"): # checked (B, T, V) and (B, T)
-    z = logits.flatten(0, 1).to(torch.promote_types(logits.dtype, torch.float32))   # (B·T, V), in at least float32
-    return F.cross_entropy(z, targets.flatten().long(), ignore_index=-100, label_smoothing=label_smoothing, reduction=reduction)
-
-def lm_loss(logits: Tensor, # (B, T, V)
-            targets: Tensor, # (B, T) ids; -100 positions are ignored
-           ) -> Tensor: # scalar: mean cross-entropy over the counted positions
-    "Mean next-token cross-entropy, computed in at least float32."
-    if not isinstance(logits, Tensor): raise TypeError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
-    if not logits.is_floating_point(): raise TypeError(f"logits.dtype={logits.dtype} must be a floating dtype")
-    if logits.dim() != 3: raise ValueError(f"logits.dim()={logits.dim()} must be 3: (B, T, V)")
-    check_targets(targets, logits.shape[:2], logits.shape[-1])
-    return _cross_entropy(logits, targets)
 
 # %% ../nbs/09_transformer.ipynb #34c77286
 def _check_cache(cache, n_layers):
@@ -325,6 +306,21 @@ def _lm_masks(model, idx, past, cache, attention_mask):
     positions = (keep.long().cumsum(-1) - 1).clamp(min=0)[:, past:]                 # (B, T): 0 at a row's first real token
     mask = causal_mask(T, past + T, "bottom-right", idx.device) & keep[:, None, None, :]   # (B, 1, T, past+T)
     return mask, False, positions, bias_at
+
+def _cross_entropy(logits, targets, label_smoothing=0.0, reduction="mean"): # checked (B, T, V) and (B, T)
+    z = logits.flatten(0, 1).to(torch.promote_types(logits.dtype, torch.float32))   # (B·T, V), in at least float32
+    return F.cross_entropy(z, targets.flatten().long(), ignore_index=-100, label_smoothing=label_smoothing, reduction=reduction)
+
+def lm_loss(logits: Tensor, # (B, T, V)
+            targets: Tensor, # (B, T) ids; -100 positions are ignored
+           ) -> Tensor: # scalar: mean cross-entropy over the counted positions
+    "Mean next-token cross-entropy, computed in at least float32."
+    if not isinstance(logits, Tensor): raise TypeError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
+    if not logits.is_floating_point(): raise TypeError(f"logits.dtype={logits.dtype} must be a floating dtype")
+    if logits.dim() != 3: raise ValueError(f"logits.dim()={logits.dim()} must be 3: (B, T, V)")
+    check_targets(targets, logits.shape[:2], logits.shape[-1])
+    return _cross_entropy(logits, targets)
+
 
 # %% ../nbs/09_transformer.ipynb #24f4143b
 def _check_causal(tgt_mask, tgt_is_causal):
@@ -517,3 +513,11 @@ def parameter_breakdown(model: nn.Module, # a `Transformer` or `DecoderOnlyLM` (
         else: raise ValueError(f"parameter {name!r} belongs to no group of {PARAMETER_GROUPS}")
         groups[g] += p.numel()
     return groups
+
+# %% ../nbs/09_transformer.ipynb #5c4614e8
+_MOVED = ("DecoderCache", "StaticCache", "temperature_filter", "top_k_filter", "top_p_filter", "min_p_filter", "filter_logits",
+          "sample_next", "gnmt_penalty", "beam_search", "check_logits", "check_sampling", "stop_setup", "left_padding_mask", "check_beam")
+def __getattr__(name): # `from transformer_lit.model import StaticCache` keeps working: names that moved to chapter 10
+    if name in _MOVED: return getattr(_decoding(), name)
+    raise AttributeError(f"module 'transformer_lit.model' has no attribute {name!r}")
+
