@@ -36,9 +36,9 @@ class TransformerConfig:
     dropout: float = 0.1             # on embeddings+positions, attention weights, FFN hidden and sublayer outputs
     max_len: int = 512               # longest sequence (prompt + generated tokens) the model accepts
     positional: str = "sinusoidal"   # one of POSITIONALS
+    # --- the architecture's switches
     norm_first: bool = True          # pre-norm (GPT-2, LLaMA) or post-norm (Vaswani et al. 2017)
     activation: str = "relu"         # one of BLOCK_ACTIVATIONS
-    # --- the architecture's switches
     tie_embeddings: bool = True      # unembedding = token embedding (and one matrix for a shared vocabulary)
     bias: bool = True                # biases in projections, FFNs and LayerNorm
     # --- grouped-query attention (chapter 01)
