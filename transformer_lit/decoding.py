@@ -15,8 +15,8 @@ from .multihead import CrossKVCache, KVCache, StaticKVCache
 from .model import DecoderOnlyLM, Transformer
 
 # %% auto #0
-__all__ = ['DecoderCache', 'StaticCache', 'temperature_filter', 'top_k_filter', 'top_p_filter', 'min_p_filter', 'filter_logits',
-           'sample_next', 'lm_generate', 'seq2seq_generate', 'gnmt_penalty', 'beam_search', 'lm_beam_search',
+__all__ = ['DecoderCache', 'temperature_filter', 'top_k_filter', 'top_p_filter', 'min_p_filter', 'filter_logits', 'sample_next',
+           'lm_generate', 'seq2seq_generate', 'StaticCache', 'gnmt_penalty', 'beam_search', 'lm_beam_search',
            'seq2seq_beam_search']
 
 # %% ../nbs/10_decoding.ipynb #6ef6782f
@@ -37,62 +37,6 @@ class DecoderCache:
         _check_rows(rows, filled[0].k.shape[0] if filled else None)
         for c in self.layers + self.cross:
             if c.k is not None: c.k, c.v = c.k[rows], c.v[rows]                 # (N, G, T, D)
-
-class StaticCache:
-    "Decoding state of fixed shapes: a `StaticKVCache` per layer, the padding of every slot, and each row's count of real tokens."
-    _decoding_state, static = True, True
-    def __init__(self, n_layers: int, # one StaticKVCache per block
-                 batch: int, # B rows
-                 n_kv_heads: int, max_len: int, head_dim: int, # each layer's buffers: (B, G, max_len, D)
-                 dtype: torch.dtype=torch.float32, device=None):
-        check_int("n_layers", n_layers)
-        self.layers = [StaticKVCache(batch, n_kv_heads, max_len, head_dim, dtype, device) for _ in range(n_layers)]
-        self.cross = [CrossKVCache() for _ in range(n_layers)]          # encoder-decoder: the memory's, set once (fixed shape)
-        dev = self.layers[0].k.device
-        self.keep = torch.zeros(batch, max_len, dtype=torch.bool, device=dev)   # (B, max_len): True on slots holding a real token
-        self.n_real = torch.zeros(batch, dtype=torch.long, device=dev)          # (B,): real tokens so far, the next one's position
-    @property
-    def pos(self) -> Tensor: return self.layers[0].pos   # slots filled so far: a 0-d tensor, never a Python int
-    @property
-    def max_len(self) -> int: return self.layers[0].max_len
-    @property
-    def batch(self) -> int: return self.keep.shape[0]
-    def nbytes(self) -> int:
-        "Bytes of the key and value buffers: 2 x layers x B x G x max_len x D x the element size, filled or not (plus a memory's)."
-        return sum(c.nbytes() for c in self.layers + self.cross)
-    def rewind(self, length: int=0): # the slots to keep: 0 empties the cache
-        "Forget the slots from `length` on, in place; the buffers stay, so a compiled step keeps its graph."
-        check_int("length", length, minimum=0, maximum=self.max_len)
-        for c in self.layers: c.pos.fill_(length)
-        self.keep[:, length:] = False
-        self.n_real.copy_(self.keep.sum(-1))
-    def reorder(self, rows: Tensor): # (B,) long: new row i continues old row rows[i]
-        "Select rows in place (beam search: each beam continues its parent's keys and values)."
-        _check_rows(rows, self.batch, exact=True)
-        for c in self.layers: c.reorder(rows)
-        for c in self.cross:
-            if c.k is not None: c.k, c.v = c.k[rows], c.v[rows]         # (N, G, S, D)
-        self.keep.copy_(self.keep.index_select(0, rows)); self.n_real.copy_(self.n_real.index_select(0, rows))
-    def _record(self, idx: Tensor, attention_mask, max_len: int, dtype, name: str="idx"):
-        "Record the new tokens in `self` (their slots, padding and positions); return (mask (B, 1, T, L), positions (B, T), slots (T,))."
-        B, T = idx.shape
-        if B != self.batch: raise ValueError(f"{name}.shape[0]={B} must equal the StaticCache's batch={self.batch}")
-        if self.pos.device != idx.device: raise ValueError(f"{name}.device={idx.device} must equal the StaticCache's device {self.pos.device}")
-        if self.layers[0].k.dtype != dtype:
-            raise TypeError(f"the StaticCache's dtype {self.layers[0].k.dtype} must equal the model's parameter dtype {dtype}")
-        slots = self.pos + torch.arange(T, device=idx.device)                             # (T,): where the new keys go
-        check_values(slots < self.max_len, lambda: f"{name}.shape[1]={T} after {int(self.pos)} cached tokens must be <= "
-                                                    f"the StaticCache's max_len={self.max_len}")
-        new = (torch.ones(B, T, dtype=torch.bool, device=idx.device) if attention_mask is None
-               else check_attention_mask(attention_mask, (B, T), "(B, new tokens): a StaticCache keeps the earlier ones"))
-        n_real = self.n_real + new.sum(-1)                                                # (B,)
-        check_values(n_real <= max_len, lambda: f"{name}.shape[1]={T} after {int(self.n_real.max())} cached real tokens "
-                                                f"must be <= max_len={max_len} (positions 0..max_len-1)")
-        positions = (self.n_real[:, None] + new.long().cumsum(-1) - 1).clamp(min=0)       # (B, T): 0 at a row's first real token
-        self.keep.index_copy_(1, slots, new); self.n_real.copy_(n_real)                 # in place: shapes never change
-        j = torch.arange(self.max_len, device=idx.device)                                  # (L,)
-        mask = (j[None, :] <= slots[:, None]) & self.keep[:, None, None, :]               # (B, 1, T, L): causal, real, written
-        return mask, positions, slots
 
 def _new_cache(model, max_len, batch, dtype, device):
     "A `DecoderCache` (max_len None) or a `StaticCache` with the model's sizes, dtype and device unless given."
@@ -269,6 +213,64 @@ def seq2seq_generate(model: Transformer, # the model that generates
             done = done | torch.isin(nxt, stop_t)
             if done.all(): break
     return out
+
+# %% ../nbs/10_decoding.ipynb #b0e17e13
+class StaticCache:
+    "Decoding state of fixed shapes: a `StaticKVCache` per layer, the padding of every slot, and each row's count of real tokens."
+    _decoding_state, static = True, True
+    def __init__(self, n_layers: int, # one StaticKVCache per block
+                 batch: int, # B rows
+                 n_kv_heads: int, max_len: int, head_dim: int, # each layer's buffers: (B, G, max_len, D)
+                 dtype: torch.dtype=torch.float32, device=None):
+        check_int("n_layers", n_layers)
+        self.layers = [StaticKVCache(batch, n_kv_heads, max_len, head_dim, dtype, device) for _ in range(n_layers)]
+        self.cross = [CrossKVCache() for _ in range(n_layers)]          # encoder-decoder: the memory's, set once (fixed shape)
+        dev = self.layers[0].k.device
+        self.keep = torch.zeros(batch, max_len, dtype=torch.bool, device=dev)   # (B, max_len): True on slots holding a real token
+        self.n_real = torch.zeros(batch, dtype=torch.long, device=dev)          # (B,): real tokens so far, the next one's position
+    @property
+    def pos(self) -> Tensor: return self.layers[0].pos   # slots filled so far: a 0-d tensor, never a Python int
+    @property
+    def max_len(self) -> int: return self.layers[0].max_len
+    @property
+    def batch(self) -> int: return self.keep.shape[0]
+    def nbytes(self) -> int:
+        "Bytes of the key and value buffers: 2 x layers x B x G x max_len x D x the element size, filled or not (plus a memory's)."
+        return sum(c.nbytes() for c in self.layers + self.cross)
+    def rewind(self, length: int=0): # the slots to keep: 0 empties the cache
+        "Forget the slots from `length` on, in place; the buffers stay, so a compiled step keeps its graph."
+        check_int("length", length, minimum=0, maximum=self.max_len)
+        for c in self.layers: c.pos.fill_(length)
+        self.keep[:, length:] = False
+        self.n_real.copy_(self.keep.sum(-1))
+    def reorder(self, rows: Tensor): # (B,) long: new row i continues old row rows[i]
+        "Select rows in place (beam search: each beam continues its parent's keys and values)."
+        _check_rows(rows, self.batch, exact=True)
+        for c in self.layers: c.reorder(rows)
+        for c in self.cross:
+            if c.k is not None: c.k, c.v = c.k[rows], c.v[rows]         # (N, G, S, D)
+        self.keep.copy_(self.keep.index_select(0, rows)); self.n_real.copy_(self.n_real.index_select(0, rows))
+    def _record(self, idx: Tensor, attention_mask, max_len: int, dtype, name: str="idx"):
+        "Record the new tokens in `self` (their slots, padding and positions); return (mask (B, 1, T, L), positions (B, T), slots (T,))."
+        B, T = idx.shape
+        if B != self.batch: raise ValueError(f"{name}.shape[0]={B} must equal the StaticCache's batch={self.batch}")
+        if self.pos.device != idx.device: raise ValueError(f"{name}.device={idx.device} must equal the StaticCache's device {self.pos.device}")
+        if self.layers[0].k.dtype != dtype:
+            raise TypeError(f"the StaticCache's dtype {self.layers[0].k.dtype} must equal the model's parameter dtype {dtype}")
+        slots = self.pos + torch.arange(T, device=idx.device)                             # (T,): where the new keys go
+        check_values(slots < self.max_len, lambda: f"{name}.shape[1]={T} after {int(self.pos)} cached tokens must be <= "
+                                                    f"the StaticCache's max_len={self.max_len}")
+        new = (torch.ones(B, T, dtype=torch.bool, device=idx.device) if attention_mask is None
+               else check_attention_mask(attention_mask, (B, T), "(B, new tokens): a StaticCache keeps the earlier ones"))
+        n_real = self.n_real + new.sum(-1)                                                # (B,)
+        check_values(n_real <= max_len, lambda: f"{name}.shape[1]={T} after {int(self.n_real.max())} cached real tokens "
+                                                f"must be <= max_len={max_len} (positions 0..max_len-1)")
+        positions = (self.n_real[:, None] + new.long().cumsum(-1) - 1).clamp(min=0)       # (B, T): 0 at a row's first real token
+        self.keep.index_copy_(1, slots, new); self.n_real.copy_(n_real)                 # in place: shapes never change
+        j = torch.arange(self.max_len, device=idx.device)                                  # (L,)
+        mask = (j[None, :] <= slots[:, None]) & self.keep[:, None, None, :]               # (B, 1, T, L): causal, real, written
+        return mask, positions, slots
+
 
 # %% ../nbs/10_decoding.ipynb #682f89c6
 def gnmt_penalty(length: int|Tensor, # |Y|: generated tokens, the EOS included
