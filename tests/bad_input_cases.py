@@ -1661,6 +1661,28 @@ for meth in ("index", "frame"):
     R(f"viz.FramePlayer.{meth}.setting.missing", P, ValueError, ["setting names []", "['a']"], lambda meth=meth: getattr(player(), meth)())
     R(f"viz.FramePlayer.{meth}.setting.unknown_value", P, ValueError, ["a=9"], lambda meth=meth: getattr(player(), meth)(a=9))
 
+@functools.cache
+def _tiny_mha():
+    from transformer_lit.multihead import MultiHeadAttention
+    return MultiHeadAttention(8, 2)
+DM, MG = VZ + "draw_module:", VZ + "module_graph:"
+for key in (DM, MG):
+    fn = key[len(VZ):-1]
+    R(f"viz.{fn}.module.str", key + "module", TypeError, ["module must be a torch.nn.Module", "str"],
+      lambda fn=fn: _closing(lambda: getattr(viz, fn)("m", torch.zeros(1, 2, 8))))
+    R(f"viz.{fn}.depth.zero", key + "depth", ValueError, ["depth=0"], lambda fn=fn: _closing(lambda: getattr(viz, fn)(_tiny_mha(), torch.zeros(1, 2, 8), depth=0)))
+    R(f"viz.{fn}.lanes.list", key + "lanes", TypeError, ["lanes=[0]", "dict"], lambda fn=fn: _closing(lambda: getattr(viz, fn)(_tiny_mha(), torch.zeros(1, 2, 8), lanes=[0])))
+    R(f"viz.{fn}.hide.str", key + "hide", TypeError, ["hide='Dropout'"], lambda fn=fn: _closing(lambda: getattr(viz, fn)(_tiny_mha(), torch.zeros(1, 2, 8), hide="Dropout")))
+    R(f"viz.{fn}.example_args.wrong_width", key + "example_args", RuntimeError, ["could not trace MultiHeadAttention"],
+      lambda fn=fn: _closing(lambda: getattr(viz, fn)(_tiny_mha(), torch.zeros(1, 2, 4))))
+    R(f"viz.{fn}.example_kwargs.unknown", key + "example_kwargs", RuntimeError, ["could not trace MultiHeadAttention"],
+      lambda fn=fn: _closing(lambda: getattr(viz, fn)(_tiny_mha(), torch.zeros(1, 2, 8), nope=1)))
+R("viz.draw_module.show_shapes.int", DM + "show_shapes", TypeError, ["show_shapes=1", "bool"], lambda: _closing(lambda: viz.draw_module(_tiny_mha(), torch.zeros(1, 2, 8), show_shapes=1)))
+R("viz.draw_module.title.int", DM + "title", TypeError, ["title=3", "str"], lambda: _closing(lambda: viz.draw_module(_tiny_mha(), torch.zeros(1, 2, 8), title=3)))
+R("viz.draw_module.ax.str", DM + "ax", TypeError, ["ax must be matplotlib Axes", "str"], lambda: _closing(lambda: viz.draw_module(_tiny_mha(), torch.zeros(1, 2, 8), ax="a")))
+R("viz.trace_graph.module.wrong_width", VZ + "trace_graph:module", RuntimeError, ["could not trace MultiHeadAttention"],
+  lambda: viz.trace_graph(_tiny_mha(), torch.zeros(1, 2, 4)))
+
 WG = "widgets."
 def _widgets():
     from transformer_lit import widgets; return widgets
@@ -1706,7 +1728,10 @@ EXEMPT_CALLABLES: dict = {
     "train.translate_vocab": NO_ARGS, "train.Seq2SeqData.eval_indices": NO_ARGS, "train.LMData.eval_indices": NO_ARGS,
     "train.world": NO_ARGS,
     "train.step_seed": "hashes its four arguments as text: any values give a valid seed (nothing to reject)", "flash_triton.interpreter_loop_error": NO_ARGS, "flash_triton.interpreting": NO_ARGS,
-    "gpu_check.versions": NO_ARGS, "viz.FramePlayer.html": NO_ARGS, "widgets.ExplorerUI.view": NO_ARGS,
+    "gpu_check.versions": NO_ARGS, "viz.FramePlayer.html": NO_ARGS,
+    "viz.GraphNode": RECORD, "viz.ModuleGraph": RECORD,
+    "viz.ModuleGraph.node": "looks up a node by id in a graph that module_graph built; an unknown id raises KeyError listing the ids",
+    "viz.ModuleGraph.by_label": "filters the nodes of a graph module_graph built by label; any value matches or not", "widgets.ExplorerUI.view": NO_ARGS,
     "train.launch": "multiprocess launcher for the distributed demos (check_int on world_size); tested by tests/test_train.py with real processes, too slow for this table",
     "train.step_memory_job": "a job run in a fresh process by launch(): its spec dict is written by the chapter, not by a user",
     "train.train_job": "a job run by launch(): its spec dict is written by the chapter and tests/train_workers.py",
@@ -1801,6 +1826,7 @@ EXEMPT_PARAMS: dict = {
     ("gpu_check.compile_kernel", "is_causal"): FLAG, ("gpu_check.run_check", "dry_run"): FLAG, ("gpu_check.run_check", "tune_tiles"): FLAG, ("bench.bench_mha", "causal"): FLAG, ("bench.bench_gqa", "device"): DEVICE,
     **{("viz.attention_heatmap", p): MPL for p in ("ax", "title", "annotate", "vmin", "vmax", "cmap", "colorbar")},
     **{("viz.heatmap_grid", p): MPL for p in ("size", "suptitle", "shared_scale", "annotate", "cmap")},
+    ("viz.trace_graph", "args"): PASS, ("viz.trace_graph", "kwargs"): PASS,
     ("viz.FramePlayer", "width"): "a CSS width written into the HTML as given", ("viz.FramePlayer", "dpi"): MPL,
     ("viz.FramePlayer", "colors"): "the PNG palette size, handed to Pillow's quantize, which validates it",
     ("widgets.explorer_figure", "dpi"): MPL, ("widgets.explorer_player", "dpi"): MPL,

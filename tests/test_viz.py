@@ -185,3 +185,42 @@ def test_grid_scale_ignores_masked_scores():
     norm = fig.axes[0].images[0].norm
     assert (norm.vmin, norm.vmax) == (0.0, 1.0)
     buf = io.BytesIO(); fig.savefig(buf, format="png"); assert buf.getvalue()[:4] == b"\x89PNG"
+
+
+# -- draw_module / module_graph: the drawn graph is the traced one -----------------------------------------------
+from transformer_lit.blocks import EncoderBlock, DecoderOnlyBlock   # noqa: E402
+
+
+def _into_plus(g):
+    "For each residual '+' node, the sorted labels of the nodes feeding it."
+    return [sorted(g.node(s).label for s, d in g.edges if d == n.id) for n in g.by_label("+")]
+
+
+def test_module_graph_pre_vs_post_norm():
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8)
+    pre = viz.module_graph(EncoderBlock(8, 2, 16, norm_first=True), x, depth=2)
+    post = viz.module_graph(EncoderBlock(8, 2, 16, norm_first=False), x, depth=2)
+    assert _into_plus(pre) == [["self_attn.sublayer · MultiHeadAttention", "x"], ["+", "ffn.sublayer · FeedForward"]]
+    assert _into_plus(post) == [["self_attn.sublayer · MultiHeadAttention", "x"], ["ffn.sublayer · FeedForward", "self_attn.norm · LayerNorm"]]
+    for g in (pre, post):
+        assert all(g.node(d).row > g.node(s).row for s, d in g.edges)          # every edge points down
+        assert [n.kind for n in g.nodes][0] == "input" and g.nodes[-1].kind == "output"
+
+
+def test_module_graph_depth_one_is_the_sublayers():
+    x = torch.randn(1, 4, 8)
+    g = viz.module_graph(DecoderOnlyBlock(8, 2, 16), x, is_causal=True)
+    assert [n.label for n in g.nodes] == ["x", "self_attn · Residual", "ffn · Residual", "output"]
+    assert g.edges == [("l_x_", "self_attn#1"), ("self_attn#1", "ffn#1"), ("ffn#1", "output")]
+
+
+def test_draw_module_draws_every_node_and_edge():
+    x = torch.randn(1, 4, 8)
+    block = EncoderBlock(8, 2, 16)
+    g = viz.module_graph(block, x, depth=2)
+    fig = viz.draw_module(block, x, depth=2)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert all(n.label in texts for n in g.nodes)
+    assert all(n.shape in texts for n in g.nodes)
+    assert fig.get_size_inches()[0] * fig.dpi <= 800                        # fits the site's width at its own size

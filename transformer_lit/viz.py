@@ -4,13 +4,15 @@
 
 # %% ../nbs/viz.ipynb #ca4fcb9c
 from __future__ import annotations
-import base64, hashlib, html, inspect, io, itertools, json, math, numbers
+import base64, hashlib, html, inspect, io, itertools, json, math, numbers, re
+from typing import NamedTuple
 import numpy as np
 import torch
 from .attention import check_bool, check_int, _check_real
 
 # %% auto #0
-__all__ = ['to_numpy', 'attention_heatmap', 'heatmap_grid', 'FramePlayer']
+__all__ = ['to_numpy', 'attention_heatmap', 'heatmap_grid', 'FramePlayer', 'GraphNode', 'ModuleGraph', 'trace_graph',
+           'module_graph', 'draw_module']
 
 # %% ../nbs/viz.ipynb #c05b6b0c
 def to_numpy(x):
@@ -285,3 +287,264 @@ def _caption(caption, setting)->str:
     c = caption(**setting)
     if not isinstance(c, str): raise TypeError(f"caption returned {type(c).__name__}: it must return an HTML string")
     return c
+
+# %% ../nbs/viz.ipynb #b045b9a1
+class GraphNode(NamedTuple):
+    "One drawn node: an input, a submodule call, an operation outside every drawn submodule, or the output."
+    id: str      # unique key; edges name it
+    kind: str    # "input" | "module" | "op" | "output"
+    label: str   # "ln_1 · LayerNorm", "+", "view", "x"
+    path: str    # dotted submodule path relative to the drawn module ("" for inputs, the output and the module's own ops)
+    cls: str     # the submodule's class name, the op's name, or "" for inputs and the output
+    shape: str   # the output shape, e.g. "(2, 5, 16)"
+    lane: int    # column
+    row: int     # layer: every edge goes from a smaller row to a larger one
+
+class ModuleGraph(NamedTuple):
+    "The dataflow between a module's submodules, as traced: nodes in the order of the code, edges (src id, dst id)."
+    nodes: list
+    edges: list
+    def node(self, id):
+        for n in self.nodes:
+            if n.id == id: return n
+        raise KeyError(f"no node {id!r}: the ids are {[n.id for n in self.nodes]}")
+    def by_label(self, label): return [n for n in self.nodes if n.label == label]
+
+# -- ops that only route or re-type a tensor: drawn as the edge they lie on, not as a node
+_GLUE = {"getitem", "to", "type", "float", "half", "double", "contiguous", "clone", "detach", "type_as"}
+_SYMBOL = {"add": "+", "iadd": "+", "mul": "×", "imul": "×", "matmul": "@"}
+
+def _parts(path):
+    "['stack', 'encoder', '0'] from dynamo's \"L['self'].stack.encoder[0]\"."
+    return [a or b or c for a, b, c in re.findall(r"\.(\w+)|\[(\d+)\]|\['([^']+)'\]", path.split("L['self']", 1)[-1])]
+
+def _levels(module, parts):
+    "The nested submodule paths of a call; a ModuleList/ModuleDict and its item count as one level (blocks.0)."
+    levels, m, cur = [], module, []
+    for p in parts:
+        cur.append(p); m = m._modules[p] if p in m._modules else getattr(m, p)
+        if not isinstance(m, (torch.nn.ModuleList, torch.nn.ModuleDict)): levels.append((".".join(cur), m))
+    return levels
+
+def _short(levels, cut):
+    "The name a box shows: its path from its grandparent level on (self_attn.norm, encoder.0, tok)."
+    path = levels[cut - 1][0]
+    return path if cut <= 2 else path[len(levels[cut - 3][0]) + 1:]
+
+def _shape(v):
+    if isinstance(v, torch.Tensor): return "(" + ", ".join(str(s) for s in v.shape) + ")"
+    if isinstance(v, (tuple, list)) and v and all(isinstance(t, torch.Tensor) for t in v):
+        shapes = [_shape(t) for t in v]
+        return f"{len(v)} × {shapes[0]}" if len(set(shapes)) == 1 else ", ".join(shapes)
+    return ""
+
+def _op_name(n):
+    t = n.target
+    return t if isinstance(t, str) else getattr(t, "__name__", str(t)).lstrip("_")
+
+def trace_graph(module, *args, **kwargs):
+    "The FX graph dynamo captures from `module(*args, **kwargs)` (one graph: fullgraph=True, no gradients)."
+    graphs = []
+    def capture(gm, example_inputs): graphs.append(gm); return gm.forward
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad(): torch.compile(module, backend=capture, fullgraph=True, dynamic=False)(*args, **kwargs)
+    except Exception as e:
+        raise RuntimeError(f"draw_module could not trace {type(module).__name__} in one graph with "
+                           f"torch.compile(fullgraph=True): {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+    finally: torch._dynamo.reset()
+    return graphs[0].graph
+
+# %% ../nbs/viz.ipynb #8c161f62
+def module_graph(module, # the torch.nn.Module to draw
+                 *example_args, # its forward's arguments: the trace runs module(*example_args, **example_kwargs) once
+                 depth: int=1, # how many submodule levels to expand (a ModuleList item counts as its own level: blocks.0)
+                 lanes: dict|None=None, # {path prefix: column}, e.g. {"encoder": 0, "decoder": 1}; others follow their input
+                 hide=("Dropout", "Identity"), # class names drawn as plain edges (they do not change what flows)
+                 **example_kwargs):
+    "Trace `module` with dynamo and return its dataflow between submodules cut at `depth`: a `ModuleGraph`."
+    _check_graph_args(module, depth, lanes, hide)
+    fx = list(trace_graph(module, *example_args, **example_kwargs).nodes)
+    val = lambda n: n.meta.get("example_value")
+    is_data = lambda n: isinstance(val(n), torch.Tensor) or (isinstance(val(n), (tuple, list)) and bool(val(n))
+                                                          and all(isinstance(t, torch.Tensor) for t in val(n)))
+    inputs = [n for n in fx if n.op == "placeholder" and not n.name.startswith("l_self_")]   # l_self_*: parameters, buffers
+    compute = [n for n in fx if n.op in ("call_function", "call_method", "call_module")]
+    # -- 1. keep what flows from an input to the output (checks, shapes and constants drop out)
+    fwd, bwd = set(inputs), set()
+    for n in compute:
+        if is_data(n) and any(a in fwd for a in n.all_input_nodes): fwd.add(n)
+    stack = [n for n in fx if n.op == "output"]
+    while stack:
+        n = stack.pop()
+        if n not in bwd: bwd.add(n); stack.extend(n.all_input_nodes)
+    kept = fwd & bwd
+    # -- 2. each node's place: one call of a submodule cut at `depth`, an op of the level above it, or glue
+    rep, info, calls, prev = {}, {}, {}, None
+    for n in compute:
+        st = n.meta.get("nn_module_stack") or {}
+        levels = _levels(module, _parts(list(st.values())[-1][0])) if st else []
+        hidden = any(type(m).__name__ in hide for _, m in levels[:depth])
+        cut = min(depth, len(levels)) if levels and not levels[-1][1]._modules else depth   # a leaf module is one box
+        if len(levels) >= cut and not hidden:
+            path, m = levels[cut - 1]
+            if path != prev: calls[path] = calls.get(path, 0) + 1
+            prev, r = path, f"{path}#{calls[path]}"
+            info.setdefault(r, ("module", f"{_short(levels, cut)} · {type(m).__name__}", path, type(m).__name__))
+        else:
+            prev = None
+            if hidden or _op_name(n) in _GLUE: r = None                  # glue: the edge passes through
+            else:
+                r, op = n.name, _op_name(n)
+                info[r] = ("op", _SYMBOL.get(op, op), levels[-1][0] if levels else "", op)
+        rep[n] = r
+    # -- 3. edges between different nodes, through glue; each node's shape is that of the last tensor it hands on
+    src, edges, out_of, order = {}, [], {}, {}
+    for n in inputs:
+        if n in bwd: src[n] = {n.name: n}; info[n.name] = ("input", n.name[2:-1] if n.name.startswith("l_") else n.name, "", "")
+    def connect(a, r, k):
+        for s, producer in src.get(a, {}).items():
+            if s == r: continue
+            if (s, r) not in edges: edges.append((s, r))
+            out_of[s] = producer; order.setdefault(s, k); order.setdefault(r, k + 0.5)
+    for k, n in enumerate(fx):
+        if n.op == "output":
+            info["output"] = ("output", "output", "", "")
+            for a in n.all_input_nodes: connect(a, "output", k)
+        elif n in rep:
+            if n not in kept: continue
+            r = rep[n]
+            if r is None: src[n] = {s: p for a in n.all_input_nodes for s, p in src.get(a, {}).items()}; continue
+            src[n] = {r: n}
+            for a in n.all_input_nodes: connect(a, r, k)
+    ids = sorted(order, key=lambda i: (info[i][0] != "input", order[i]))
+    shape = {i: _shape(val(out_of[i])) for i in ids if i in out_of}
+    shape["output"] = ", ".join(filter(None, (_shape(val(a)) for a in next(n for n in fx if n.op == "output").all_input_nodes)))
+    # -- 4. layers: every edge points down; then each node moves down to just above its first consumer
+    preds = {i: [s for s, d in edges if d == i] for i in ids}
+    succs = {i: [d for s, d in edges if s == i] for i in ids}
+    row = {}
+    for i in ids: row[i] = max((row[s] + 1 for s in preds[i] if s in row), default=0)
+    for i in reversed(ids):
+        if succs[i] and info[i][0] != "output": row[i] = max(row[i], min(row[d] for d in succs[i]) - 1)
+    # -- 5. lanes: a matching path prefix, else the lane of the node's first input (an input: of its first matching consumer)
+    lane = {}
+    match = lambda p: next((c for key, c in (lanes or {}).items() if p == key or p.startswith(key + ".") or f".{key}." in f".{p}."), None)
+    for i in ids:
+        if info[i][2] and match(info[i][2]) is not None: lane[i] = match(info[i][2])
+    for i in ids:
+        if info[i][0] == "input":
+            seen, queue = set(), list(succs[i])
+            while queue and i not in lane:
+                d = queue.pop(0)
+                if d in lane: lane[i] = lane[d]
+                elif d not in seen: seen.add(d); queue.extend(succs[d])
+    for i in ids:
+        if i not in lane:
+            ps = [s for s in preds[i] if s in lane]
+            lane[i] = (lane[max(ps, key=lambda s: row[s])] if info[i][0] == "output" else lane[ps[0]]) if ps else 0
+    nodes = [GraphNode(i, info[i][0], info[i][1], info[i][2], info[i][3], shape.get(i, ""), lane[i], row[i]) for i in ids]
+    return ModuleGraph(nodes, edges)
+
+# %% ../nbs/viz.ipynb #3b1db471
+_PALETTE = ("#cfe2f3", "#d9ead3", "#fce5cd", "#ead1dc", "#fff2cc", "#d0e0e3", "#e6d5f5", "#f4cccc", "#d9d2e9", "#e2efda")
+
+def draw_module(module, # the torch.nn.Module to draw
+                *example_args, # its forward's arguments (small tensors: the trace runs the module once)
+                depth: int=1, # submodule levels expanded into boxes
+                title: str|None=None,
+                lanes: dict|None=None, # {path prefix: column}: the encoder and the decoder side by side
+                show_shapes: bool=True, # write each node's output shape under its name
+                ax=None, # axes to draw on (its figure keeps its size); default a new figure sized to the graph
+                hide=("Dropout", "Identity"), # class names drawn as plain edges
+                **example_kwargs):
+    "Draw the dataflow of `module(*example_args, **example_kwargs)`, traced from the code, one box per submodule call."
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyBboxPatch, Circle, FancyArrowPatch
+    check_bool("show_shapes", show_shapes)
+    if title is not None and not isinstance(title, str): raise TypeError(f"title={title!r} must be a str or None")
+    if ax is not None and not hasattr(ax, "add_patch"): raise TypeError(f"ax must be matplotlib Axes or None, got {type(ax).__name__}")
+    g = module_graph(module, *example_args, depth=depth, lanes=lanes, hide=hide, **example_kwargs)
+    FS, FS2, PITCH = 9, 8, (0.78 if show_shapes else 0.58)         # font sizes (points), row pitch (inches)
+    circle = lambda n: n.kind == "op" and len(n.label) == 1            # +, ×, @
+    from matplotlib.textpath import TextPath
+    from matplotlib.font_manager import FontProperties
+    inches = lambda s, fs, bold=False: TextPath((0, 0), s, size=fs, prop=FontProperties(weight="bold" if bold else "normal")).get_extents().width / 72
+    def size(n):
+        if circle(n): return 0.34, 0.34
+        w = max(inches(n.label, FS, n.kind == "module"), inches(n.shape, FS2) if show_shapes else 0) + 0.24
+        return w, (0.5 if show_shapes and n.shape else 0.3)
+    # -- positions: rows top to bottom, lanes left to right, nodes sharing a row of a lane side by side
+    by_cell = {}
+    for n in g.nodes: by_cell.setdefault((n.lane, n.row), []).append(n)
+    lane_ids = sorted({n.lane for n in g.nodes})
+    width = {l: max(sum(size(n)[0] for n in ns) + 0.25 * (len(ns) - 1) for (l2, _), ns in by_cell.items() if l2 == l) for l in lane_ids}
+    # -- arcs: edges inside a lane that skip rows (the residual stream) run beside the column, nested without overlap
+    pos_row = {n.id: n for n in g.nodes}
+    arcs = sorted([(s, d) for s, d in g.edges if pos_row[s].lane == pos_row[d].lane and pos_row[d].row - pos_row[s].row > 1],
+                  key=lambda e: pos_row[e[1]].row - pos_row[e[0]].row)
+    level, placed = {}, []
+    for s, d in arcs:
+        a, b = pos_row[s].row, pos_row[d].row
+        used = {lv for (s2, d2, lv) in placed if pos_row[s2].lane == pos_row[s].lane and s2 != s
+                and not (pos_row[d2].row <= a or b <= pos_row[s2].row)}
+        level[(s, d)] = lv = next(k for k in itertools.count() if k not in used); placed.append((s, d, lv))
+    levels_of = lambda l: max((lv + 1 for (s, d), lv in level.items() if pos_row[s].lane == l), default=0)
+    xc, x0 = {}, 0.0
+    for l in lane_ids:
+        xc[l] = x0 + width[l] / 2; x0 += width[l] + 0.25 + 0.2 * levels_of(l) + 0.45
+    xy = {}
+    for (l, r), ns in by_cell.items():
+        total = sum(size(n)[0] for n in ns) + 0.25 * (len(ns) - 1); x = xc[l] - total / 2
+        for n in ns: xy[n.id] = (x + size(n)[0] / 2, -r * PITCH); x += size(n)[0] + 0.25
+    n_rows = max(n.row for n in g.nodes) + 1
+    left = min(xy[n.id][0] - size(n)[0] / 2 - (0.45 if circle(n) and show_shapes else 0) for n in g.nodes) - 0.1
+    W, H = x0 - 0.45 - left + 0.1, (n_rows - 1) * PITCH + 0.6 + (0.3 if title else 0)
+    if ax is None:
+        fig = plt.figure(figsize=(W, H)); ax = fig.add_axes((0, 0, 1, 1))
+    else: fig = ax.figure
+    colours = {}
+    for n in g.nodes:
+        (x, y), (w, h) = xy[n.id], size(n)
+        if circle(n):
+            ax.add_patch(Circle((x, y), w / 2, fc="white", ec="#444444", lw=1.2, zorder=3))
+            ax.text(x, y, n.label, ha="center", va="center", fontsize=FS + 3, zorder=4)
+            if show_shapes and n.shape: ax.text(x - w / 2 - 0.06, y, n.shape, ha="right", va="center", fontsize=FS2 - 1, color="#666666", zorder=4)
+            continue
+        fc = {"input": "#eeeeee", "output": "#eeeeee", "op": "white"}.get(n.kind) or colours.setdefault(n.cls, _PALETTE[len(colours) % len(_PALETTE)])
+        ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0,rounding_size=0.08", fc=fc,
+                                    ec="#444444", lw=1.0, ls="--" if n.kind == "op" else "-", zorder=3))
+        two = show_shapes and n.shape
+        ax.text(x, y + (0.1 if two else 0), n.label, ha="center", va="center", fontsize=FS, zorder=4,
+                fontweight="bold" if n.kind == "module" else "normal")
+        if two: ax.text(x, y - 0.12, n.shape, ha="center", va="center", fontsize=FS2, color="#555555", zorder=4)
+    arrow = dict(arrowstyle="-|>", mutation_scale=10, color="#333333", lw=1.0, zorder=2, shrinkA=0, shrinkB=0)
+    for s, d in g.edges:
+        (xs, ys), (xd, yd) = xy[s], xy[d]
+        (ws, hs), (wd, hd) = size(pos_row[s]), size(pos_row[d])
+        if (s, d) in level:                                              # an arc beside the column
+            xa = xc[pos_row[s].lane] + width[pos_row[s].lane] / 2 + 0.2 + 0.2 * level[(s, d)]
+            ax.plot([xs + ws / 2, xa, xa], [ys, ys, yd], color="#b45f06", lw=1.2, zorder=1)
+            ax.add_patch(FancyArrowPatch((xa, yd), (xd + wd / 2, yd), **(arrow | dict(color="#b45f06", lw=1.2))))
+        elif pos_row[s].lane != pos_row[d].lane:                         # across lanes: from the side of the box
+            side = 1 if pos_row[d].lane > pos_row[s].lane else -1
+            ax.add_patch(FancyArrowPatch((xs + side * ws / 2, ys), (xd - side * wd / 2, yd),
+                                         connectionstyle="arc3,rad=-0.08", **(arrow | dict(color="#1c4587"))))
+        else: ax.add_patch(FancyArrowPatch((xs, ys - hs / 2), (xd, yd + hd / 2), **arrow))
+    ax.set_xlim(left, left + W); ax.set_ylim(-(n_rows - 1) * PITCH - 0.3, 0.3 + (0.3 if title else 0))
+    ax.set_aspect("equal"); ax.axis("off")
+    if title: ax.text(left + W / 2, 0.42, title, ha="center", va="center", fontsize=FS + 2)
+    return fig
+
+# %% ../nbs/viz.ipynb #658cb2de
+def _check_graph_args(module, depth, lanes, hide):
+    "Raise unless `module` is an nn.Module, `depth` a positive int, `lanes` a {str: int >= 0} dict or None, `hide` class names."
+    if not isinstance(module, torch.nn.Module): raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    check_int("depth", depth)
+    if lanes is not None:
+        if not isinstance(lanes, dict): raise TypeError(f"lanes={lanes!r} must be a dict {{path prefix: column}} or None")
+        for k, v in lanes.items():
+            if not isinstance(k, str): raise TypeError(f"lanes key {k!r} must be a str (a submodule path prefix)")
+            check_int(f"lanes[{k!r}]", v, minimum=0)
+    if isinstance(hide, str) or not isinstance(hide, (tuple, list, set, frozenset)) or not all(isinstance(h, str) for h in hide):
+        raise TypeError(f"hide={hide!r} must be a tuple of class names (str)")
