@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from transformer_lit import (checks, attention, scaling, norm, ffn, positional, masks, multihead, blocks, model, train,
+from transformer_lit import (checks, attention, scaling, norm, ffn, positional, masks, multihead, blocks, model, decoding, train,
                              checkpoints, flash, flash_triton, bench, viz)  # gpu_check imported by its rows
 
 Row = namedtuple("Row", "id target call exc words")
@@ -799,17 +799,17 @@ R("model.TransformerConfig.d_model.odd_sinusoidal", TC + "d_model", ValueError, 
 R("model.TransformerConfig.n_heads.odd_rope_head_dim", TC + "n_heads", ValueError, ["head_dim", "=3", "rope"],
   lambda: cfg(d_model=6, n_heads=2, positional="rope"))
 R("model.count_parameters.module.str", MO + "count_parameters:module", TypeError, ["module", "str"], lambda: model.count_parameters("m"))
-CT = MO + "check_tokens:"
-R("model.check_tokens.idx.str", CT + "idx", TypeError, [NAMED("idx"), "str"], lambda: model.check_tokens("1 2", V))
-R("model.check_tokens.idx.float", CT + "idx", TypeError, ["idx.dtype=torch.float32"], lambda: model.check_tokens(ids().float(), V))
-R("model.check_tokens.idx.bool", CT + "idx", TypeError, ["idx.dtype=torch.bool"], lambda: model.check_tokens(ids().bool(), V))
-R("model.check_tokens.idx.uint8", CT + "idx", TypeError, ["idx.dtype=torch.uint8"], lambda: model.check_tokens(ids(dtype=torch.uint8), V))
-R("model.check_tokens.idx.rank1", CT + "idx", ValueError, ["idx.dim()=1"], lambda: model.check_tokens(torch.tensor([1, 2]), V))
-R("model.check_tokens.idx.empty_T", CT + "idx", ValueError, ["idx.shape[1]=0"], lambda: model.check_tokens(torch.zeros(1, 0, dtype=torch.long), V))
-R("model.check_tokens.idx.too_large", CT + "idx", ValueError, ["idx", "vocab_size=11"], lambda: model.check_tokens(torch.tensor([[1, 11]]), V))
-R("model.check_tokens.idx.negative", CT + "idx", ValueError, ["idx", "-1", "vocab_size"], lambda: model.check_tokens(torch.tensor([[-1, 2]]), V))
-R("model.check_tokens.vocab_size.named", CT + "vocab_size", ValueError, ["vocab_size=3"], lambda: model.check_tokens(torch.tensor([[1, 5]]), 3))
-R("model.check_tokens.name.used", CT + "name", ValueError, ["src", "vocab_size=11"], lambda: model.check_tokens(torch.tensor([[11]]), V, "src"))
+CT = "checks.check_tokens:"
+R("checks.check_tokens.idx.str", CT + "idx", TypeError, [NAMED("idx"), "str"], lambda: checks.check_tokens("1 2", V))
+R("checks.check_tokens.idx.float", CT + "idx", TypeError, ["idx.dtype=torch.float32"], lambda: checks.check_tokens(ids().float(), V))
+R("checks.check_tokens.idx.bool", CT + "idx", TypeError, ["idx.dtype=torch.bool"], lambda: checks.check_tokens(ids().bool(), V))
+R("checks.check_tokens.idx.uint8", CT + "idx", TypeError, ["idx.dtype=torch.uint8"], lambda: checks.check_tokens(ids(dtype=torch.uint8), V))
+R("checks.check_tokens.idx.rank1", CT + "idx", ValueError, ["idx.dim()=1"], lambda: checks.check_tokens(torch.tensor([1, 2]), V))
+R("checks.check_tokens.idx.empty_T", CT + "idx", ValueError, ["idx.shape[1]=0"], lambda: checks.check_tokens(torch.zeros(1, 0, dtype=torch.long), V))
+R("checks.check_tokens.idx.too_large", CT + "idx", ValueError, ["idx", "vocab_size=11"], lambda: checks.check_tokens(torch.tensor([[1, 11]]), V))
+R("checks.check_tokens.idx.negative", CT + "idx", ValueError, ["idx", "-1", "vocab_size"], lambda: checks.check_tokens(torch.tensor([[-1, 2]]), V))
+R("checks.check_tokens.vocab_size.named", CT + "vocab_size", ValueError, ["vocab_size=3"], lambda: checks.check_tokens(torch.tensor([[1, 5]]), 3))
+R("checks.check_tokens.name.used", CT + "name", ValueError, ["src", "vocab_size=11"], lambda: checks.check_tokens(torch.tensor([[11]]), V, "src"))
 TE = MO + "TokenEmbedding:"
 R("model.TokenEmbedding.vocab_size.zero", TE + "vocab_size", ValueError, ["vocab_size=0"], lambda: model.TokenEmbedding(0, 8))
 R("model.TokenEmbedding.d_model.bool", TE + "d_model", TypeError, ["d_model=True"], lambda: model.TokenEmbedding(V, True))
@@ -832,22 +832,22 @@ R("model.Positions.forward.positions.float", PS + ".forward:positions", TypeErro
 R("model.Positions.bias.q_len.zero", PS + ".bias:q_len", ValueError, ["q_len=0"], lambda: model.Positions(cfg(positional="alibi")).bias(0, 3, X()))
 R("model.Positions.bias.k_len.negative", PS + ".bias:k_len", ValueError, ["k_len=-1"], lambda: model.Positions(cfg(positional="alibi")).bias(3, -1, X()))
 R("model.Positions.bias.x.str", PS + ".bias:x", TypeError, ["x", "str"], lambda: model.Positions(cfg(positional="alibi")).bias(3, 3, "x"))
-R("model.DecoderCache.n_layers.zero", MO + "DecoderCache:n_layers", ValueError, ["n_layers=0"], lambda: model.DecoderCache(0))
-R("model.DecoderCache.reorder.rows.float", MO + "DecoderCache.reorder:rows", TypeError, ["rows", "torch.float32"],
+R("decoding.DecoderCache.n_layers.zero", "decoding.DecoderCache:n_layers", ValueError, ["n_layers=0"], lambda: decoding.DecoderCache(0))
+R("decoding.DecoderCache.reorder.rows.float", "decoding.DecoderCache.reorder:rows", TypeError, ["rows", "torch.float32"],
   lambda: filled_cache().reorder(torch.tensor([0.0])))
-R("model.DecoderCache.reorder.rows.out_of_range", MO + "DecoderCache.reorder:rows", ValueError, ["rows", "5"],
+R("decoding.DecoderCache.reorder.rows.out_of_range", "decoding.DecoderCache.reorder:rows", ValueError, ["rows", "5"],
   lambda: filled_cache().reorder(torch.tensor([5])))
-CA = MO + "check_attention_mask:"
-R("model.check_attention_mask.attention_mask.str", CA + "attention_mask", TV, ["attention_mask", "str"],
-  lambda: model.check_attention_mask("1 1 1", (1, 3)))
-R("model.check_attention_mask.attention_mask.float", CA + "attention_mask", TypeError, ["attention_mask", "torch.float32"],
-  lambda: model.check_attention_mask(torch.ones(1, 3), (1, 3)))
-R("model.check_attention_mask.attention_mask.shape", CA + "attention_mask", ValueError, ["attention_mask", "(1, 4)", "(1, 3)"],
-  lambda: model.check_attention_mask(torch.ones(1, 4, dtype=torch.bool), (1, 3)))
-R("model.check_attention_mask.shape.differs", CA + "shape", ValueError, ["attention_mask", "(1, 4)", "(1, 3)"],
-  lambda: model.check_attention_mask(torch.ones(1, 3, dtype=torch.bool), (1, 4)))
-R("model.check_attention_mask.attention_mask.values", CA + "attention_mask", ValueError, ["attention_mask", "7", "0 and 1"],
-  lambda: model.check_attention_mask(torch.tensor([[1, 7, 1]]), (1, 3)))
+CA = "checks.check_attention_mask:"
+R("checks.check_attention_mask.attention_mask.str", CA + "attention_mask", TV, ["attention_mask", "str"],
+  lambda: checks.check_attention_mask("1 1 1", (1, 3)))
+R("checks.check_attention_mask.attention_mask.float", CA + "attention_mask", TypeError, ["attention_mask", "torch.float32"],
+  lambda: checks.check_attention_mask(torch.ones(1, 3), (1, 3)))
+R("checks.check_attention_mask.attention_mask.shape", CA + "attention_mask", ValueError, ["attention_mask", "(1, 4)", "(1, 3)"],
+  lambda: checks.check_attention_mask(torch.ones(1, 4, dtype=torch.bool), (1, 3)))
+R("checks.check_attention_mask.shape.differs", CA + "shape", ValueError, ["attention_mask", "(1, 4)", "(1, 3)"],
+  lambda: checks.check_attention_mask(torch.ones(1, 3, dtype=torch.bool), (1, 4)))
+R("checks.check_attention_mask.attention_mask.values", CA + "attention_mask", ValueError, ["attention_mask", "7", "0 and 1"],
+  lambda: checks.check_attention_mask(torch.tensor([[1, 7, 1]]), (1, 3)))
 
 def _target_rows(prefix, P, run):
     "Rows for the `targets` argument of a loss: run(targets) calls the model with the tiny inputs."
@@ -878,7 +878,7 @@ R("model.DecoderOnlyLM.forward.idx.too_long", LF + "idx", ValueError, ["idx.shap
 R("model.DecoderOnlyLM.forward.idx.rank3", LF + "idx", ValueError, ["idx.dim()=3"], lambda: lm()(ids()[None]))
 _target_rows("model.DecoderOnlyLM.forward", LF, lambda t: lm()(ids(), t))
 R("model.DecoderOnlyLM.forward.cache.str", LF + "cache", TypeError, [NAMED("cache"), "DecoderCache", "str"], lambda: lm()(ids(), cache="c"))
-R("model.DecoderOnlyLM.forward.cache.layers", LF + "cache", ValueError, ["cache has 2 layers", "(1)"], lambda: lm()(ids(), cache=model.DecoderCache(2)))
+R("model.DecoderOnlyLM.forward.cache.layers", LF + "cache", ValueError, ["cache has 2 layers", "(1)"], lambda: lm()(ids(), cache=decoding.DecoderCache(2)))
 R("model.DecoderOnlyLM.forward.cache.past_too_long", LF + "cache", ValueError, ["idx.shape[1]=14", "3 cached", "max_len=16"],
   lambda: lm()(ids(Tn=14), cache=filled_cache()))
 R("model.DecoderOnlyLM.forward.attention_mask.float", LF + "attention_mask", TypeError, ["attention_mask", "torch.float32"],
@@ -898,7 +898,7 @@ def _decoding_rows(prefix, P, run, has_attention_mask):
         ("top_k", 0, ValueError, ["top_k=0"]), ("top_k", 12, ValueError, ["top_k=12", "vocab_size=11"]),
         ("top_k", 2.0, TV, ["top_k=2.0"]),
         ("top_p", 0, ValueError, ["top_p=0"]), ("top_p", 1.5, ValueError, ["top_p=1.5"]), ("top_p", NAN, ValueError, ["top_p=nan"]),
-        ("min_p", 1, ValueError, ["min_p=1"]), ("min_p", -0.1, ValueError, ["min_p=-0.1"]),
+        ("min_p", 1.5, ValueError, ["min_p=1.5"]), ("min_p", -0.1, ValueError, ["min_p=-0.1"]),
         ("eos_id", 11, ValueError, ["eos_id=11", "vocab_size=11"]), ("eos_id", -1, ValueError, ["eos_id=-1"]),
         ("stop_ids", 5, ValueError, ["stop_ids=5"]), ("stop_ids", [11], ValueError, ["stop_ids=11"]),
         ("pad_id", -1, ValueError, ["pad_id=-1"]), ("generator", "g", TypeError, ["generator", "str"]),
@@ -913,9 +913,9 @@ def _decoding_rows(prefix, P, run, has_attention_mask):
 def _lm_gen(**kw):
     kw = dict(max_new_tokens=2) | kw
     return lm().generate(ids(), kw.pop("max_new_tokens"), **kw)
-_decoding_rows("model.DecoderOnlyLM.generate", LM + ".generate:", _lm_gen, True)
-R("model.DecoderOnlyLM.generate.idx.uint8", LM + ".generate:idx", TypeError, ["idx.dtype=torch.uint8"], lambda: lm().generate(ids(dtype=torch.uint8), 2))
-R("model.DecoderOnlyLM.generate.idx.too_large", LM + ".generate:idx", ValueError, ["idx", "vocab_size=11"], lambda: lm().generate(torch.tensor([[11]]), 2))
+_decoding_rows("decoding.lm_generate", "decoding.lm_generate:", _lm_gen, True)
+R("model.DecoderOnlyLM.generate.idx.uint8", "decoding.lm_generate:idx", TypeError, ["idx.dtype=torch.uint8"], lambda: lm().generate(ids(dtype=torch.uint8), 2))
+R("model.DecoderOnlyLM.generate.idx.too_large", "decoding.lm_generate:idx", ValueError, ["idx", "vocab_size=11"], lambda: lm().generate(torch.tensor([[11]]), 2))
 
 def _beam_rows(prefix, P, run, has_attention_mask):
     for p, bad, exc, words in (
@@ -933,8 +933,8 @@ def _beam_rows(prefix, P, run, has_attention_mask):
 def _lm_beam(**kw):
     kw = dict(max_new_tokens=2, beam_size=2) | kw
     return lm().beam_search(ids(), kw.pop("max_new_tokens"), kw.pop("beam_size"), **kw)
-_beam_rows("model.DecoderOnlyLM.beam_search", LM + ".beam_search:", _lm_beam, True)
-R("model.DecoderOnlyLM.beam_search.idx.float", LM + ".beam_search:idx", TypeError, ["idx.dtype=torch.float32"],
+_beam_rows("decoding.lm_beam_search", "decoding.lm_beam_search:", _lm_beam, True)
+R("model.DecoderOnlyLM.beam_search.idx.float", "decoding.lm_beam_search:idx", TypeError, ["idx.dtype=torch.float32"],
   lambda: lm().beam_search(ids().float(), 2, 2))
 
 TS = MO + "TransformerStack"
@@ -995,114 +995,114 @@ _target_rows("model.Transformer.forward", TR + ".forward:", lambda t: s2s()(ids(
 def _s2s_gen(**kw):
     kw = dict(max_new_tokens=2, bos_id=1) | kw
     return s2s().generate(ids(), kw.pop("max_new_tokens"), kw.pop("bos_id"), **kw)
-_decoding_rows("model.Transformer.generate", TR + ".generate:", _s2s_gen, False)
-R("model.Transformer.generate.bos_id.too_large", TR + ".generate:bos_id", ValueError, ["bos_id=11"], lambda: _s2s_gen(bos_id=11))
-R("model.Transformer.generate.bos_id.none", TR + ".generate:bos_id", ValueError, ["bos_id=None"], lambda: _s2s_gen(bos_id=None))
-R("model.Transformer.generate.src.uint8", TR + ".generate:src", TypeError, ["src.dtype=torch.uint8"], lambda: s2s().generate(ids(dtype=torch.uint8), 2, 1))
-R("model.Transformer.generate.src_keep.shape", TR + ".generate:src_keep", ValueError, ["src_keep", "(1, 2)"],
+_decoding_rows("decoding.seq2seq_generate", "decoding.seq2seq_generate:", _s2s_gen, False)
+R("model.Transformer.generate.bos_id.too_large", "decoding.seq2seq_generate:bos_id", ValueError, ["bos_id=11"], lambda: _s2s_gen(bos_id=11))
+R("model.Transformer.generate.bos_id.none", "decoding.seq2seq_generate:bos_id", ValueError, ["bos_id=None"], lambda: _s2s_gen(bos_id=None))
+R("model.Transformer.generate.src.uint8", "decoding.seq2seq_generate:src", TypeError, ["src.dtype=torch.uint8"], lambda: s2s().generate(ids(dtype=torch.uint8), 2, 1))
+R("model.Transformer.generate.src_keep.shape", "decoding.seq2seq_generate:src_keep", ValueError, ["src_keep", "(1, 2)"],
   lambda: _s2s_gen(src_keep=torch.ones(1, 2, dtype=torch.bool)))
 def _s2s_beam(**kw):
     kw = dict(max_new_tokens=2, bos_id=1, beam_size=2) | kw
     return s2s().beam_search(ids(), kw.pop("max_new_tokens"), kw.pop("bos_id"), kw.pop("beam_size"), **kw)
-_beam_rows("model.Transformer.beam_search", TR + ".beam_search:", _s2s_beam, False)
-R("model.Transformer.beam_search.bos_id.too_large", TR + ".beam_search:bos_id", ValueError, ["bos_id=11"], lambda: _s2s_beam(bos_id=11))
-R("model.Transformer.beam_search.src.float", TR + ".beam_search:src", TypeError, ["src.dtype=torch.float32"], lambda: s2s().beam_search(ids().float(), 2, 1, 2))
-R("model.Transformer.beam_search.src_keep.shape", TR + ".beam_search:src_keep", ValueError, ["src_keep", "(1, 2)"],
+_beam_rows("decoding.seq2seq_beam_search", "decoding.seq2seq_beam_search:", _s2s_beam, False)
+R("model.Transformer.beam_search.bos_id.too_large", "decoding.seq2seq_beam_search:bos_id", ValueError, ["bos_id=11"], lambda: _s2s_beam(bos_id=11))
+R("model.Transformer.beam_search.src.float", "decoding.seq2seq_beam_search:src", TypeError, ["src.dtype=torch.float32"], lambda: s2s().beam_search(ids().float(), 2, 1, 2))
+R("model.Transformer.beam_search.src_keep.shape", "decoding.seq2seq_beam_search:src_keep", ValueError, ["src_keep", "(1, 2)"],
   lambda: _s2s_beam(src_keep=torch.ones(1, 2, dtype=torch.bool)))
 R("model.parameter_breakdown.model.str", MO + "parameter_breakdown:model", TypeError, ["model", "str"], lambda: model.parameter_breakdown("m"))
-CL = MO + "check_logits:"
-R("model.check_logits.logits.str", CL + "logits", TypeError, [NAMED("logits"), "str"], lambda: model.check_logits("z"))
-R("model.check_logits.logits.int64", CL + "logits", TypeError, ["logits", "torch.int64"], lambda: model.check_logits(torch.ones(1, 3, dtype=torch.long)))
-R("model.check_logits.logits.rank1", CL + "logits", ValueError, ["logits.shape=(3,)"], lambda: model.check_logits(T(3)))
-R("model.check_logits.logits.nan", CL + "logits", ValueError, ["logits row 1", "NaN"], lambda: model.check_logits(torch.tensor([[0.0, 1.0], [NAN, 0.0]])))
-R("model.check_logits.logits.plus_inf", CL + "logits", ValueError, ["logits row 0", "+inf"], lambda: model.check_logits(torch.tensor([[INF, 1.0]])))
-R("model.check_logits.logits.all_neg_inf", CL + "logits", ValueError, ["logits row 0", "-inf"], lambda: model.check_logits(torch.full((1, 3), -INF)))
-R("model.check_logits.name.used", CL + "name", ValueError, ["scores row 0"], lambda: model.check_logits(torch.full((1, 3), NAN), "scores"))
-CS = MO + "check_sampling:"
-R("model.check_sampling.temperature.zero", CS + "temperature", ValueError, ["temperature=0"], lambda: model.check_sampling(0))
-R("model.check_sampling.temperature.str", CS + "temperature", TV, ["temperature='1'"], lambda: model.check_sampling("1"))
-R("model.check_sampling.top_k.bool", CS + "top_k", TV, ["top_k=True"], lambda: model.check_sampling(top_k=True))
-R("model.check_sampling.top_p.inf", CS + "top_p", ValueError, ["top_p=inf"], lambda: model.check_sampling(top_p=INF))
-R("model.check_sampling.min_p.nan", CS + "min_p", ValueError, ["min_p=nan"], lambda: model.check_sampling(min_p=NAN))
-R("model.check_sampling.vocab_size.top_k_above", CS + "vocab_size", ValueError, ["top_k=6", "vocab_size=5"], lambda: model.check_sampling(top_k=6, vocab_size=5))
+CL = "checks.check_logits:"
+R("checks.check_logits.logits.str", CL + "logits", TypeError, [NAMED("logits"), "str"], lambda: checks.check_logits("z"))
+R("checks.check_logits.logits.int64", CL + "logits", TypeError, ["logits", "torch.int64"], lambda: checks.check_logits(torch.ones(1, 3, dtype=torch.long)))
+R("checks.check_logits.logits.rank1", CL + "logits", ValueError, ["logits.shape=(3,)"], lambda: checks.check_logits(T(3)))
+R("checks.check_logits.logits.nan", CL + "logits", ValueError, ["logits row 1", "NaN"], lambda: checks.check_logits(torch.tensor([[0.0, 1.0], [NAN, 0.0]])))
+R("checks.check_logits.logits.plus_inf", CL + "logits", ValueError, ["logits row 0", "+inf"], lambda: checks.check_logits(torch.tensor([[INF, 1.0]])))
+R("checks.check_logits.logits.all_neg_inf", CL + "logits", ValueError, ["logits row 0", "-inf"], lambda: checks.check_logits(torch.full((1, 3), -INF)))
+R("checks.check_logits.name.used", CL + "name", ValueError, ["scores row 0"], lambda: checks.check_logits(torch.full((1, 3), NAN), "scores"))
+CS = "checks.check_sampling:"
+R("checks.check_sampling.temperature.zero", CS + "temperature", ValueError, ["temperature=0"], lambda: checks.check_sampling(0))
+R("checks.check_sampling.temperature.str", CS + "temperature", TV, ["temperature='1'"], lambda: checks.check_sampling("1"))
+R("checks.check_sampling.top_k.bool", CS + "top_k", TV, ["top_k=True"], lambda: checks.check_sampling(top_k=True))
+R("checks.check_sampling.top_p.inf", CS + "top_p", ValueError, ["top_p=inf"], lambda: checks.check_sampling(top_p=INF))
+R("checks.check_sampling.min_p.nan", CS + "min_p", ValueError, ["min_p=nan"], lambda: checks.check_sampling(min_p=NAN))
+R("checks.check_sampling.vocab_size.top_k_above", CS + "vocab_size", ValueError, ["top_k=6", "vocab_size=5"], lambda: checks.check_sampling(top_k=6, vocab_size=5))
 for fname, p, bad, word in (("temperature_filter", "temperature", 0, "temperature=0"), ("top_k_filter", "k", 0, "k=0"),
-                            ("top_p_filter", "p", 0, "p=0"), ("min_p_filter", "min_p", 1.0, "min_p=1.0")):
-    f = getattr(model, fname)
-    R(f"model.{fname}.{p}.{bad}", f"model.{fname}:{p}", ValueError, [word], lambda f=f, bad=bad: f(T(1, 5), bad))
+                            ("top_p_filter", "p", 0, "p=0"), ("min_p_filter", "min_p", 1.5, "min_p=1.5")):
+    f = getattr(decoding, fname)
+    R(f"decoding.{fname}.{p}.{bad}", f"decoding.{fname}:{p}", ValueError, [word], lambda f=f, bad=bad: f(T(1, 5), bad))
     ok = {"temperature_filter": 1.0, "top_k_filter": 2, "top_p_filter": 0.5, "min_p_filter": 0.1}[fname]
-    R(f"model.{fname}.logits.str", f"model.{fname}:logits", TypeError, ["logits", "str"], lambda f=f, ok=ok: f("z", ok))
-    R(f"model.{fname}.logits.nan", f"model.{fname}:logits", ValueError, ["logits row 0", "NaN"], lambda f=f, ok=ok: f(torch.full((1, 5), NAN), ok))
-R("model.top_k_filter.k.above_vocab", MO + "top_k_filter:k", ValueError, ["k=6", "vocab_size=5"], lambda: model.top_k_filter(T(1, 5), 6))
-FL = MO + "filter_logits:"
-R("model.filter_logits.logits.nan", FL + "logits", ValueError, ["logits row 0", "NaN"], lambda: model.filter_logits(torch.full((1, 4), NAN)))
+    R(f"decoding.{fname}.logits.str", f"decoding.{fname}:logits", TypeError, ["logits", "str"], lambda f=f, ok=ok: f("z", ok))
+    R(f"decoding.{fname}.logits.nan", f"decoding.{fname}:logits", ValueError, ["logits row 0", "NaN"], lambda f=f, ok=ok: f(torch.full((1, 5), NAN), ok))
+R("decoding.top_k_filter.k.above_vocab", "decoding.top_k_filter:k", ValueError, ["k=6", "vocab_size=5"], lambda: decoding.top_k_filter(T(1, 5), 6))
+FL = "decoding.filter_logits:"
+R("decoding.filter_logits.logits.nan", FL + "logits", ValueError, ["logits row 0", "NaN"], lambda: decoding.filter_logits(torch.full((1, 4), NAN)))
 for p, bad, word in (("temperature", -1, "temperature=-1"), ("top_k", 0, "top_k=0"), ("top_p", 2, "top_p=2"), ("min_p", -1, "min_p=-1")):
-    R(f"model.filter_logits.{p}.{bad}", FL + p, ValueError, [word], lambda p=p, bad=bad: model.filter_logits(T(1, 5), **{p: bad}))
-SN = MO + "sample_next:"
-R("model.sample_next.logits.all_neg_inf", SN + "logits", ValueError, ["logits row 0", "-inf"], lambda: model.sample_next(torch.full((1, 4), -INF)))
-R("model.sample_next.logits.nan", SN + "logits", ValueError, ["logits row 0", "NaN"], lambda: model.sample_next(torch.full((1, 4), NAN)))
-R("model.sample_next.greedy.nan", SN + "greedy", ValueError, ["logits row 0", "NaN"], lambda: model.sample_next(torch.tensor([[NAN, 1.0]]), greedy=True))
-R("model.sample_next.logits.str", SN + "logits", TypeError, [NAMED("logits"), "str"], lambda: model.sample_next("z"))
-for p, bad, word in (("temperature", NAN, "temperature=nan"), ("top_k", 9, "top_k=9"), ("top_p", 0, "top_p=0"), ("min_p", 1, "min_p=1")):
-    R(f"model.sample_next.{p}.{bad}", SN + p, ValueError, [word], lambda p=p, bad=bad: model.sample_next(T(1, 5), **{p: bad}))
-R("model.sample_next.generator.str", SN + "generator", TypeError, ["generator", "str"], lambda: model.sample_next(T(1, 5), generator="g"))
-SS = MO + "stop_setup:"
-R("model.stop_setup.eos_id.too_large", SS + "eos_id", ValueError, ["eos_id=11", "vocab_size=11"], lambda: model.stop_setup(V, eos_id=11))
-R("model.stop_setup.vocab_size.named", SS + "vocab_size", ValueError, ["eos_id=5", "vocab_size=5"], lambda: model.stop_setup(5, eos_id=5))
-R("model.stop_setup.stop_ids.int", SS + "stop_ids", ValueError, ["stop_ids=3"], lambda: model.stop_setup(V, stop_ids=3))
-R("model.stop_setup.stop_ids.bool_entry", SS + "stop_ids", ValueError, ["stop_ids=True"], lambda: model.stop_setup(V, stop_ids=[True]))
-R("model.stop_setup.pad_id.str", SS + "pad_id", ValueError, ["pad_id='0'"], lambda: model.stop_setup(V, pad_id="0"))
-LP = MO + "left_padding_mask:"
-R("model.left_padding_mask.attention_mask.right_padded", LP + "attention_mask", ValueError, ["attention_mask", "left-padded"],
-  lambda: model.left_padding_mask(torch.tensor([[1, 1, 0]]), (1, 3)))
-R("model.left_padding_mask.attention_mask.float", LP + "attention_mask", TypeError, ["attention_mask", "torch.float32"],
-  lambda: model.left_padding_mask(torch.ones(1, 3), (1, 3)))
-R("model.left_padding_mask.shape.differs", LP + "shape", ValueError, ["attention_mask", "(1, 3)", "(2, 3)"],
-  lambda: model.left_padding_mask(torch.ones(1, 3, dtype=torch.bool), (2, 3)))
-R("model.gnmt_penalty.length.negative", MO + "gnmt_penalty:length", ValueError, ["length=-1"], lambda: model.gnmt_penalty(-1))
-R("model.gnmt_penalty.length.str", MO + "gnmt_penalty:length", TypeError, ["length='3'"], lambda: model.gnmt_penalty("3"))
-R("model.gnmt_penalty.alpha.nan", MO + "gnmt_penalty:alpha", ValueError, ["alpha=nan"], lambda: model.gnmt_penalty(3, NAN))
-CB = MO + "check_beam:"
-R("model.check_beam.beam_size.zero", CB + "beam_size", ValueError, ["beam_size=0"], lambda: model.check_beam(0, 0.6, True))
-R("model.check_beam.alpha.inf", CB + "alpha", ValueError, ["length_penalty=inf"], lambda: model.check_beam(2, INF, True))
-R("model.check_beam.early_stopping.int", CB + "early_stopping", TypeError, ["early_stopping=1"], lambda: model.check_beam(2, 0.6, 1))
-BS = MO + "beam_search:"
+    R(f"decoding.filter_logits.{p}.{bad}", FL + p, ValueError, [word], lambda p=p, bad=bad: decoding.filter_logits(T(1, 5), **{p: bad}))
+SN = "decoding.sample_next:"
+R("decoding.sample_next.logits.all_neg_inf", SN + "logits", ValueError, ["logits row 0", "-inf"], lambda: decoding.sample_next(torch.full((1, 4), -INF)))
+R("decoding.sample_next.logits.nan", SN + "logits", ValueError, ["logits row 0", "NaN"], lambda: decoding.sample_next(torch.full((1, 4), NAN)))
+R("decoding.sample_next.greedy.nan", SN + "greedy", ValueError, ["logits row 0", "NaN"], lambda: decoding.sample_next(torch.tensor([[NAN, 1.0]]), greedy=True))
+R("decoding.sample_next.logits.str", SN + "logits", TypeError, [NAMED("logits"), "str"], lambda: decoding.sample_next("z"))
+for p, bad, word in (("temperature", NAN, "temperature=nan"), ("top_k", 9, "top_k=9"), ("top_p", 0, "top_p=0"), ("min_p", 1.5, "min_p=1.5")):
+    R(f"decoding.sample_next.{p}.{bad}", SN + p, ValueError, [word], lambda p=p, bad=bad: decoding.sample_next(T(1, 5), **{p: bad}))
+R("decoding.sample_next.generator.str", SN + "generator", TypeError, ["generator", "str"], lambda: decoding.sample_next(T(1, 5), generator="g"))
+SS = "checks.stop_setup:"
+R("checks.stop_setup.eos_id.too_large", SS + "eos_id", ValueError, ["eos_id=11", "vocab_size=11"], lambda: checks.stop_setup(V, eos_id=11))
+R("checks.stop_setup.vocab_size.named", SS + "vocab_size", ValueError, ["eos_id=5", "vocab_size=5"], lambda: checks.stop_setup(5, eos_id=5))
+R("checks.stop_setup.stop_ids.int", SS + "stop_ids", ValueError, ["stop_ids=3"], lambda: checks.stop_setup(V, stop_ids=3))
+R("checks.stop_setup.stop_ids.bool_entry", SS + "stop_ids", ValueError, ["stop_ids=True"], lambda: checks.stop_setup(V, stop_ids=[True]))
+R("checks.stop_setup.pad_id.str", SS + "pad_id", ValueError, ["pad_id='0'"], lambda: checks.stop_setup(V, pad_id="0"))
+LP = "checks.left_padding_mask:"
+R("checks.left_padding_mask.attention_mask.right_padded", LP + "attention_mask", ValueError, ["attention_mask", "left-padded"],
+  lambda: checks.left_padding_mask(torch.tensor([[1, 1, 0]]), (1, 3)))
+R("checks.left_padding_mask.attention_mask.float", LP + "attention_mask", TypeError, ["attention_mask", "torch.float32"],
+  lambda: checks.left_padding_mask(torch.ones(1, 3), (1, 3)))
+R("checks.left_padding_mask.shape.differs", LP + "shape", ValueError, ["attention_mask", "(1, 3)", "(2, 3)"],
+  lambda: checks.left_padding_mask(torch.ones(1, 3, dtype=torch.bool), (2, 3)))
+R("decoding.gnmt_penalty.length.negative", "decoding.gnmt_penalty:length", ValueError, ["length=-1"], lambda: decoding.gnmt_penalty(-1))
+R("decoding.gnmt_penalty.length.str", "decoding.gnmt_penalty:length", TypeError, ["length='3'"], lambda: decoding.gnmt_penalty("3"))
+R("decoding.gnmt_penalty.alpha.nan", "decoding.gnmt_penalty:alpha", ValueError, ["alpha=nan"], lambda: decoding.gnmt_penalty(3, NAN))
+CB = "checks.check_beam:"
+R("checks.check_beam.beam_size.zero", CB + "beam_size", ValueError, ["beam_size=0"], lambda: checks.check_beam(0, 0.6, True))
+R("checks.check_beam.alpha.inf", CB + "alpha", ValueError, ["length_penalty=inf"], lambda: checks.check_beam(2, INF, True))
+R("checks.check_beam.early_stopping.int", CB + "early_stopping", TypeError, ["early_stopping=1"], lambda: checks.check_beam(2, 0.6, 1))
+BS = "decoding.beam_search:"
 _step = lambda tokens, parents: torch.log_softmax(T(tokens.shape[0], 5), -1)
-R("model.beam_search.step.int", BS + "step", TypeError, ["step", "callable"], lambda: model.beam_search(3, ids(high=5), 2, 2))
-R("model.beam_search.step.nan", BS + "step", ValueError, ["step log-probabilities", "NaN"],
-  lambda: model.beam_search(lambda t, p: torch.full((t.shape[0], 5), NAN), ids(high=5), 2, 2))
-R("model.beam_search.prefix.str", BS + "prefix", TypeError, ["prefix", "str"], lambda: model.beam_search(_step, "p", 2, 2))
-R("model.beam_search.prefix.float", BS + "prefix", TypeError, ["prefix.dtype=torch.float32"], lambda: model.beam_search(_step, ids(high=5).float(), 2, 2))
-R("model.beam_search.max_new_tokens.negative", BS + "max_new_tokens", ValueError, ["max_new_tokens=-1"], lambda: model.beam_search(_step, ids(high=5), -1))
-R("model.beam_search.beam_size.zero", BS + "beam_size", ValueError, ["beam_size=0"], lambda: model.beam_search(_step, ids(high=5), 2, 0))
-R("model.beam_search.length_penalty.nan", BS + "length_penalty", ValueError, ["length_penalty=nan"], lambda: model.beam_search(_step, ids(high=5), 2, 2, NAN))
-R("model.beam_search.eos_id.too_large", BS + "eos_id", ValueError, ["eos_id=5"], lambda: model.beam_search(_step, ids(high=5), 2, 2, eos_id=5))
-R("model.beam_search.pad_id.negative", BS + "pad_id", ValueError, ["pad_id=-1"], lambda: model.beam_search(_step, ids(high=5), 2, 2, pad_id=-1))
-R("model.beam_search.early_stopping.str", BS + "early_stopping", TypeError, ["early_stopping='no'"],
-  lambda: model.beam_search(_step, ids(high=5), 2, 2, early_stopping="no"))
+R("decoding.beam_search.step.int", BS + "step", TypeError, ["step", "callable"], lambda: decoding.beam_search(3, ids(high=5), 2, 2))
+R("decoding.beam_search.step.nan", BS + "step", ValueError, ["step log-probabilities", "NaN"],
+  lambda: decoding.beam_search(lambda t, p: torch.full((t.shape[0], 5), NAN), ids(high=5), 2, 2))
+R("decoding.beam_search.prefix.str", BS + "prefix", TypeError, ["prefix", "str"], lambda: decoding.beam_search(_step, "p", 2, 2))
+R("decoding.beam_search.prefix.float", BS + "prefix", TypeError, ["prefix.dtype=torch.float32"], lambda: decoding.beam_search(_step, ids(high=5).float(), 2, 2))
+R("decoding.beam_search.max_new_tokens.negative", BS + "max_new_tokens", ValueError, ["max_new_tokens=-1"], lambda: decoding.beam_search(_step, ids(high=5), -1))
+R("decoding.beam_search.beam_size.zero", BS + "beam_size", ValueError, ["beam_size=0"], lambda: decoding.beam_search(_step, ids(high=5), 2, 0))
+R("decoding.beam_search.length_penalty.nan", BS + "length_penalty", ValueError, ["length_penalty=nan"], lambda: decoding.beam_search(_step, ids(high=5), 2, 2, NAN))
+R("decoding.beam_search.eos_id.too_large", BS + "eos_id", ValueError, ["eos_id=5"], lambda: decoding.beam_search(_step, ids(high=5), 2, 2, eos_id=5))
+R("decoding.beam_search.pad_id.negative", BS + "pad_id", ValueError, ["pad_id=-1"], lambda: decoding.beam_search(_step, ids(high=5), 2, 2, pad_id=-1))
+R("decoding.beam_search.early_stopping.str", BS + "early_stopping", TypeError, ["early_stopping='no'"],
+  lambda: decoding.beam_search(_step, ids(high=5), 2, 2, early_stopping="no"))
 
-SCc = MO + "StaticCache"
+SCc = "decoding.StaticCache"
 for i, (p, bad, exc, word) in enumerate((("n_layers", 0, ValueError, "n_layers=0"), ("batch", -1, ValueError, "batch=-1"),
                                         ("n_kv_heads", 0, ValueError, "n_kv_heads=0"), ("max_len", 0, ValueError, "max_len=0"),
                                         ("head_dim", 0, ValueError, "head_dim=0"), ("dtype", torch.int64, TypeError, "dtype=torch.int64"))):
     args = [1, 1, 2, 4, 4, torch.float32]; args[i] = bad
-    R(f"model.StaticCache.{p}.{bad}", f"{SCc}:{p}", exc, [word], lambda args=args: model.StaticCache(*args))
+    R(f"decoding.StaticCache.{p}.{bad}", f"{SCc}:{p}", exc, [word], lambda args=args: decoding.StaticCache(*args))
 @functools.cache
-def static_cache(): return model.StaticCache(1, 1, 2, 4, 4)
+def static_cache(): return decoding.StaticCache(1, 1, 2, 4, 4)
 for bad, exc, word in ((-1, ValueError, "length=-1"), (5, ValueError, "length=5"), ("0", TypeError, "length='0'")):
-    R(f"model.StaticCache.rewind.length.{bad}", SCc + ".rewind:length", exc, [word, "[0, 4]"], lambda bad=bad: static_cache().rewind(bad))
-R("model.StaticCache.reorder.rows.list", SCc + ".reorder:rows", TypeError, [NAMED("rows"), "list"], lambda: static_cache().reorder([0]))
-R("model.StaticCache.reorder.rows.float", SCc + ".reorder:rows", TypeError, ["rows.dtype=torch.float32"], lambda: static_cache().reorder(torch.tensor([0.0])))
-R("model.StaticCache.reorder.rows.out_of_range", SCc + ".reorder:rows", ValueError, ["rows", "batch"], lambda: static_cache().reorder(torch.tensor([3])))
-CTg = MO + "check_targets:"
+    R(f"decoding.StaticCache.rewind.length.{bad}", SCc + ".rewind:length", exc, [word, "[0, 4]"], lambda bad=bad: static_cache().rewind(bad))
+R("decoding.StaticCache.reorder.rows.list", SCc + ".reorder:rows", TypeError, [NAMED("rows"), "list"], lambda: static_cache().reorder([0]))
+R("decoding.StaticCache.reorder.rows.float", SCc + ".reorder:rows", TypeError, ["rows.dtype=torch.float32"], lambda: static_cache().reorder(torch.tensor([0.0])))
+R("decoding.StaticCache.reorder.rows.out_of_range", SCc + ".reorder:rows", ValueError, ["rows", "batch"], lambda: static_cache().reorder(torch.tensor([3])))
+CTg = "checks.check_targets:"
 Z3 = lambda: torch.zeros(1, 3, dtype=torch.long)
-R("model.check_targets.targets.str", CTg + "targets", TypeError, [NAMED("targets"), "str"], lambda: model.check_targets("t", (1, 3), V))
-R("model.check_targets.targets.bool", CTg + "targets", TypeError, ["targets.dtype=torch.bool"], lambda: model.check_targets(Z3().bool(), (1, 3), V))
-R("model.check_targets.targets.vocab", CTg + "targets", ValueError, ["targets", "vocab_size=11"], lambda: model.check_targets(torch.tensor([[0, 1, V]]), (1, 3), V))
-R("model.check_targets.targets.negative", CTg + "targets", ValueError, ["targets", "-100", "-2"], lambda: model.check_targets(torch.tensor([[0, 1, -2]]), (1, 3), V))
-R("model.check_targets.targets.all_ignored", CTg + "targets", ValueError, ["targets", "-100", "every"], lambda: model.check_targets(torch.full((1, 3), -100), (1, 3), V))
-R("model.check_targets.shape.mismatch", CTg + "shape", ValueError, ["targets.shape=(1, 3)", "(1, 4)"], lambda: model.check_targets(Z3(), (1, 4), V))
-R("model.check_targets.vocab_size.zero", CTg + "vocab_size", ValueError, ["vocab_size=0"], lambda: model.check_targets(Z3(), (1, 3), 0))
-R("model.check_targets.name.used", CTg + "name", ValueError, ["labels", "vocab_size=11"], lambda: model.check_targets(torch.tensor([[0, 1, V]]), (1, 3), V, name="labels"))
+R("checks.check_targets.targets.str", CTg + "targets", TypeError, [NAMED("targets"), "str"], lambda: checks.check_targets("t", (1, 3), V))
+R("checks.check_targets.targets.bool", CTg + "targets", TypeError, ["targets.dtype=torch.bool"], lambda: checks.check_targets(Z3().bool(), (1, 3), V))
+R("checks.check_targets.targets.vocab", CTg + "targets", ValueError, ["targets", "vocab_size=11"], lambda: checks.check_targets(torch.tensor([[0, 1, V]]), (1, 3), V))
+R("checks.check_targets.targets.negative", CTg + "targets", ValueError, ["targets", "-100", "-2"], lambda: checks.check_targets(torch.tensor([[0, 1, -2]]), (1, 3), V))
+R("checks.check_targets.targets.all_ignored", CTg + "targets", ValueError, ["targets", "-100", "every"], lambda: checks.check_targets(torch.full((1, 3), -100), (1, 3), V))
+R("checks.check_targets.shape.mismatch", CTg + "shape", ValueError, ["targets.shape=(1, 3)", "(1, 4)"], lambda: checks.check_targets(Z3(), (1, 4), V))
+R("checks.check_targets.vocab_size.zero", CTg + "vocab_size", ValueError, ["vocab_size=0"], lambda: checks.check_targets(Z3(), (1, 3), 0))
+R("checks.check_targets.name.used", CTg + "name", ValueError, ["labels", "vocab_size=11"], lambda: checks.check_targets(torch.tensor([[0, 1, V]]), (1, 3), V, name="labels"))
 BAt = PS + ".bias_at:"
 alibi_pos = lambda: model.Positions(cfg(positional="alibi"))
 R("model.Positions.bias_at.q_positions.float", BAt + "q_positions", TypeError, ["q_positions.dtype=torch.float32"],
@@ -1113,10 +1113,10 @@ R("model.Positions.bias_at.k_len.zero", BAt + "k_len", ValueError, ["k_len=0"], 
 R("model.Positions.bias_at.x.str", BAt + "x", TypeError, [NAMED("x"), "str"], lambda: alibi_pos().bias_at(torch.arange(3), 3, "x"))
 R("model.Positions.bias_at.x.int64", BAt + "x", TypeError, ["x.dtype=torch.int64", "floating"],
   lambda: alibi_pos().bias_at(torch.arange(3), 3, torch.zeros(1, 3, 8, dtype=torch.long)))
-R("model.check_attention_mask.what.used", CA + "what", ValueError, ["(1, 3)", "(B, T)", "(1, 4)"],
-  lambda: model.check_attention_mask(torch.ones(1, 4, dtype=torch.bool), (1, 3), what="(B, T)"))
+R("checks.check_attention_mask.what.used", CA + "what", ValueError, ["(1, 3)", "(B, T)", "(1, 4)"],
+  lambda: checks.check_attention_mask(torch.ones(1, 4, dtype=torch.bool), (1, 3), what="(B, T)"))
 for cname, make, gen in (("DecoderOnlyLM", lm, lambda m, **kw: m.generate(ids(), 2, **kw)), ("Transformer", s2s, lambda m, **kw: m.generate(ids(), 2, 1, **kw))):
-    G_ = f"{MO}{cname}.generate:"
+    G_ = "decoding.lm_generate:" if cname == "DecoderOnlyLM" else "decoding.seq2seq_generate:"
     R(f"model.{cname}.generate.static_cache.int", G_ + "static_cache", TypeError, ["static_cache=1", "bool"], lambda make=make, gen=gen: gen(make(), static_cache=1))
     R(f"model.{cname}.generate.static_cache.without_cache", G_ + "static_cache", ValueError, ["static_cache=True", "use_cache"],
       lambda make=make, gen=gen: gen(make(), static_cache=True, use_cache=False))
@@ -1611,7 +1611,7 @@ def _ds(cache=None, context=2):
     m = lm(); c = m.new_cache(max_len=4, batch=1) if cache is None else cache
     return bench.decode_step(m, c, context, ids(1, 1))
 R("bench.decode_step.cache.growing", DS + "cache", TypeError, ["cache must be a StaticCache", "DecoderCache"],
-  lambda: _ds(model.DecoderCache(2)))
+  lambda: _ds(decoding.DecoderCache(2)))
 R("bench.decode_step.cache.str", DS + "cache", TypeError, ["cache must be a StaticCache", "str"], lambda: _ds("c"))
 R("bench.decode_step.context.too_long", DS + "context", ValueError, ["context=4", "[0, 3]"], lambda: _ds(context=4))
 R("bench.decode_step.context.negative", DS + "context", ValueError, ["context=-1"], lambda: _ds(context=-1))
@@ -1724,8 +1724,8 @@ EXEMPT_CALLABLES: dict = {
     "norm.LayerNorm.extra_repr": REPR, "norm.RMSNorm.extra_repr": REPR, "norm.Residual.extra_repr": REPR,
     "ffn.FeedForward.extra_repr": REPR, "positional.RotaryEmbedding.extra_repr": REPR, "model.TokenEmbedding.extra_repr": REPR,
     "multihead.KVCache": NO_ARGS, "multihead.KVCache.nbytes": NO_ARGS, "multihead.CrossKVCache": NO_ARGS,
-    "multihead.CrossKVCache.nbytes": NO_ARGS, "model.DecoderCache.nbytes": NO_ARGS,
-    "multihead.StaticKVCache.nbytes": NO_ARGS, "model.StaticCache.nbytes": NO_ARGS,
+    "multihead.CrossKVCache.nbytes": NO_ARGS, "decoding.DecoderCache.nbytes": NO_ARGS,
+    "multihead.StaticKVCache.nbytes": NO_ARGS, "decoding.StaticCache.nbytes": NO_ARGS,
     "train.translate_vocab": NO_ARGS, "train.Seq2SeqData.eval_indices": NO_ARGS, "train.LMData.eval_indices": NO_ARGS,
     "train.world": NO_ARGS,
     "train.step_seed": "hashes its four arguments as text: any values give a valid seed (nothing to reject)", "flash_triton.interpreter_loop_error": NO_ARGS, "flash_triton.interpreting": NO_ARGS,
@@ -1806,8 +1806,8 @@ EXEMPT_PARAMS: dict = {
     ("blocks.EncoderBlock", "bias"): FLAG, ("blocks.DecoderBlock", "bias"): FLAG, ("blocks.DecoderOnlyBlock", "bias"): FLAG,
     ("blocks.DecoderBlock.forward", "use_cache"): FLAG, ("blocks.DecoderOnlyBlock.forward", "use_cache"): FLAG,
     ("model.TokenEmbedding", "scale"): FLAG,
-    ("model.DecoderOnlyLM.generate", "greedy"): FLAG, ("model.DecoderOnlyLM.generate", "use_cache"): FLAG,
-    ("model.Transformer.generate", "greedy"): FLAG, ("model.Transformer.generate", "use_cache"): FLAG,
+    ("decoding.lm_generate", "greedy"): FLAG, ("decoding.lm_generate", "use_cache"): FLAG,
+    ("decoding.seq2seq_generate", "greedy"): FLAG, ("decoding.seq2seq_generate", "use_cache"): FLAG,
     ("train.evaluate_loss", "device"): DEVICE, ("train.greedy_translate", "device"): DEVICE,
     ("train.match_flags", "device"): DEVICE, ("train.exact_match", "device"): DEVICE,
     ("train.save_checkpoint", "path"): "a filesystem path: the OS error (IsADirectoryError, PermissionError) names it",
@@ -1821,7 +1821,7 @@ EXEMPT_PARAMS: dict = {
     ("bench.bench_attention", "backward"): FLAG, ("bench.bench_attention", "progress"): FLAG,
     ("bench.bench_mha", "device"): DEVICE, ("bench.lm_inputs", "device"): DEVICE,
     ("bench.bench_compile", "device"): DEVICE, ("bench.bench_compile", "fullgraph"): FLAG, ("bench.bench_compile", "cold"): FLAG,
-    ("multihead.StaticKVCache", "device"): DEVICE, ("model.StaticCache", "device"): DEVICE,
+    ("multihead.StaticKVCache", "device"): DEVICE, ("decoding.StaticCache", "device"): DEVICE,
     ("model.DecoderOnlyLM.new_cache", "device"): DEVICE, ("model.Transformer.new_cache", "device"): DEVICE,
     ("gpu_check.tune", "device"): DEVICE, ("gpu_check.benchmark_kernels", "device"): DEVICE,
     ("gpu_check.compile_kernel", "is_causal"): FLAG, ("gpu_check.run_check", "dry_run"): FLAG, ("gpu_check.run_check", "tune_tiles"): FLAG, ("bench.bench_mha", "causal"): FLAG, ("bench.bench_gqa", "device"): DEVICE,
@@ -1834,7 +1834,7 @@ EXEMPT_PARAMS: dict = {
     ("flash.flash_attention_io", "is_causal"): FLAG, ("flash.attention_flops", "is_causal"): FLAG,
     ("train.train", "resume"): FLAG + " (resume only if the checkpoint file exists, as documented)",
     ("train.save_checkpoint", "history"): "a free-form record (lists of numbers) saved as given and returned by load_checkpoint",
-    ("model.stop_setup", "default_pad"): "the caller's own fallback pad id (a model's config.pad_id or 0), not user input",
+    ("checks.stop_setup", "default_pad"): "the caller's own fallback pad id (a model's config.pad_id or 0), not user input",
     ("widgets.explorer_player", "scaled"): "the grid of the scaled checkbox: a tuple of bools, each a flag",
 }
 
@@ -1887,8 +1887,8 @@ for cname, make, extra in (("EncoderBlock", enc, ()), ("DecoderOnlyBlock", dob, 
     L(f"blocks.{cname}.T1", f"blocks.{cname}", lambda make=make, extra=extra: make()(X(Tn=1), *[X(Tn=1) for _ in extra]), shape_is(1, 1, 8))
 L("blocks.DecoderOnlyBlock.float64", "blocks.DecoderOnlyBlock",
   lambda: blocks.DecoderOnlyBlock(8, 2, 16).double()(X(dtype=torch.float64), is_causal=True), shape_is(1, 3, 8))
-L("model.check_tokens.B0", "model.check_tokens", lambda: model.check_tokens(torch.zeros(0, 3, dtype=torch.long), V) or torch.zeros(0, 3), shape_is(0, 3))
-L("model.check_tokens.int32", "model.check_tokens", lambda: model.check_tokens(ids(dtype=torch.int32), V) or torch.zeros(1, 3), shape_is(1, 3))
+L("checks.check_tokens.B0", "checks.check_tokens", lambda: checks.check_tokens(torch.zeros(0, 3, dtype=torch.long), V) or torch.zeros(0, 3), shape_is(0, 3))
+L("checks.check_tokens.int32", "checks.check_tokens", lambda: checks.check_tokens(ids(dtype=torch.int32), V) or torch.zeros(1, 3), shape_is(1, 3))
 L("model.DecoderOnlyLM.B0", "model.DecoderOnlyLM", lambda: lm()(torch.zeros(0, 3, dtype=torch.long)), shape_is(0, 3, V))
 L("model.DecoderOnlyLM.T1", "model.DecoderOnlyLM", lambda: lm()(ids(Tn=1)), shape_is(1, 1, V))
 L("model.DecoderOnlyLM.some_ignored_targets", "model.DecoderOnlyLM", lambda: lm()(ids(), torch.tensor([[1, -100, 2]]))[1], shape_is())
@@ -1905,9 +1905,9 @@ L("positional.sinusoidal_at.no_positions", "positional.sinusoidal_at", lambda: p
 L("bench.lm_inputs.B0", "bench.lm_inputs", lambda: bench.lm_inputs(cfg(), 0, 3)[0], shape_is(0, 3))
 L("model.Transformer.B0", "model.Transformer", lambda: s2s()(torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, 2, dtype=torch.long)), shape_is(0, 2, V))
 L("model.Transformer.T1", "model.Transformer", lambda: s2s()(ids(Tn=1), ids(Tn=1)), shape_is(1, 1, V))
-L("model.sample_next.B0", "model.sample_next", lambda: model.sample_next(torch.zeros(0, 5)), shape_is(0))
-L("model.sample_next.greedy_B0", "model.sample_next", lambda: model.sample_next(torch.zeros(0, 5), greedy=True), shape_is(0))
-L("model.sample_next.one_finite", "model.sample_next", lambda: model.sample_next(torch.tensor([[-INF, 0.0, -INF]])), shape_is(1))
+L("decoding.sample_next.B0", "decoding.sample_next", lambda: decoding.sample_next(torch.zeros(0, 5)), shape_is(0))
+L("decoding.sample_next.greedy_B0", "decoding.sample_next", lambda: decoding.sample_next(torch.zeros(0, 5), greedy=True), shape_is(0))
+L("decoding.sample_next.one_finite", "decoding.sample_next", lambda: decoding.sample_next(torch.tensor([[-INF, 0.0, -INF]])), shape_is(1))
 L("model.lm_loss.some_ignored", "model.lm_loss", lambda: model.lm_loss(T(1, 3, V), torch.tensor([[1, -100, 2]])), shape_is())
 L("model.lm_loss.float64", "model.lm_loss", lambda: model.lm_loss(T(1, 3, V, dtype=torch.float64), torch.tensor([[1, 2, 3]])), shape_is())
 
@@ -1918,13 +1918,29 @@ def nan_model(cls):
     m = cls(cfg()).eval()
     with torch.no_grad(): m.lm_head.weight.fill_(NAN)
     return m
-R("model.DecoderOnlyLM.generate.greedy.nan_logits", LM + ".generate:greedy", ValueError, ["logits row 0", "NaN"],
+R("model.DecoderOnlyLM.generate.greedy.nan_logits", "decoding.lm_generate:greedy", ValueError, ["logits row 0", "NaN"],
   lambda: nan_model(model.DecoderOnlyLM).generate(ids(), 2, greedy=True))
-R("model.DecoderOnlyLM.generate.temperature.nan_logits", LM + ".generate:temperature", ValueError, ["logits row 0", "NaN"],
+R("model.DecoderOnlyLM.generate.temperature.nan_logits", "decoding.lm_generate:temperature", ValueError, ["logits row 0", "NaN"],
   lambda: nan_model(model.DecoderOnlyLM).generate(ids(), 2, temperature=0.7))
-R("model.DecoderOnlyLM.beam_search.idx.nan_logits", LM + ".beam_search:idx", ValueError, ["row 0", "NaN"],
+R("model.DecoderOnlyLM.beam_search.idx.nan_logits", "decoding.lm_beam_search:idx", ValueError, ["row 0", "NaN"],
   lambda: nan_model(model.DecoderOnlyLM).beam_search(ids(), 2, 2))
-R("model.Transformer.generate.greedy.nan_logits", TR + ".generate:greedy", ValueError, ["logits row 0", "NaN"],
+R("model.Transformer.generate.greedy.nan_logits", "decoding.seq2seq_generate:greedy", ValueError, ["logits row 0", "NaN"],
   lambda: nan_model(model.Transformer).generate(ids(), 2, 1, greedy=True))
-R("model.Transformer.beam_search.src.nan_logits", TR + ".beam_search:src", ValueError, ["row 0", "NaN"],
+R("model.Transformer.beam_search.src.nan_logits", "decoding.seq2seq_beam_search:src", ValueError, ["row 0", "NaN"],
   lambda: nan_model(model.Transformer).beam_search(ids(), 2, 1, 2))
+
+# -- the models' decoding methods forward to `decoding` (chapter 10): their own two arguments here, the options there
+for cname, make, first in (("DecoderOnlyLM", lm, "idx"), ("Transformer", s2s, "src")):
+    extra = () if cname == "DecoderOnlyLM" else (1,)                        # the encoder-decoder model's bos_id
+    for meth in ("generate", "beam_search"):
+        K = f"{MO}{cname}.{meth}:"
+        R(f"model.{cname}.{meth}.{first}.float_via_method", K + first, TypeError, [f"{first}.dtype=torch.float32"],
+          lambda make=make, meth=meth, extra=extra: getattr(make(), meth)(ids().float(), 2, *extra))
+        R(f"model.{cname}.{meth}.max_new_tokens.negative_via_method", K + "max_new_tokens", ValueError, ["max_new_tokens=-1"],
+          lambda make=make, meth=meth, extra=extra: getattr(make(), meth)(ids(), -1, *extra))
+        for p in ("args", "kwargs"):
+            EXEMPT_PARAMS[(f"model.{cname}.{meth}", p)] = f"forwarded to decoding's function, whose rows cover every option"
+for fname, cls in (("lm_generate", "DecoderOnlyLM"), ("seq2seq_generate", "Transformer"), ("lm_beam_search", "DecoderOnlyLM"),
+                   ("seq2seq_beam_search", "Transformer")):
+    R(f"decoding.{fname}.model.str", f"decoding.{fname}:model", TypeError, [NAMED("model"), cls, "str"],
+      lambda fname=fname: getattr(decoding, fname)("m", ids(), 2, 1))

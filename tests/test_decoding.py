@@ -3,9 +3,10 @@ import dataclasses, math, re
 import pytest, torch
 import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
-from transformer_lit.model import (POSITIONALS, DecoderOnlyLM, Transformer, TransformerConfig, beam_search, check_logits,
-                                   filter_logits, gnmt_penalty, min_p_filter, sample_next, temperature_filter, top_k_filter,
-                                   top_p_filter)
+from transformer_lit.model import POSITIONALS, DecoderOnlyLM, Transformer, TransformerConfig
+from transformer_lit.checks import check_logits
+from transformer_lit.decoding import (beam_search, filter_logits, gnmt_penalty, min_p_filter, sample_next, temperature_filter,
+                                      top_k_filter, top_p_filter)
 
 hf = pytest.importorskip("transformers.generation.logits_process")
 F64 = torch.float64
@@ -21,7 +22,7 @@ logit_rows = st.integers(1, 4).flatmap(lambda B: st.integers(2, 40).flatmap(lamb
     min_size=B, max_size=B)))                                      # small pools of repeated values give many ties
 
 @settings(max_examples=150, deadline=None)
-@given(rows=logit_rows, t=st.floats(0.05, 5.0), k=st.integers(1, 40), p=st.floats(0.01, 1.0), m=st.floats(0.0, 0.99))
+@given(rows=logit_rows, t=st.floats(0.05, 5.0), k=st.integers(1, 40), p=st.floats(0.01, 1.0), m=st.floats(0.0, 1.0))
 def test_filters_equal_hugging_face(rows, t, k, p, m):
     z = torch.tensor(rows, dtype=torch.float32)
     ids = torch.zeros(z.shape[0], 1, dtype=torch.long)
@@ -39,7 +40,7 @@ def test_filters_on_random_logits_many_rows():
     z = torch.randn(64, 1000, generator=g) * 3
     ids = torch.zeros(64, 1, dtype=torch.long)
     for p in (0.1, 0.5, 0.9, 0.999, 1.0): _same(top_p_filter(z, p), hf.TopPLogitsWarper(p)(ids, z.clone()))
-    for m in (0.0, 0.05, 0.3, 0.9): _same(min_p_filter(z, m), hf.MinPLogitsWarper(m)(ids, z.clone()))
+    for m in (0.0, 0.05, 0.3, 0.9, 1.0): _same(min_p_filter(z, m), hf.MinPLogitsWarper(m)(ids, z.clone()))
     for k in (1, 5, 50, 1000): _same(top_k_filter(z, k), hf.TopKLogitsWarper(k)(ids, z.clone()))
 
 def test_filter_meaning():
@@ -65,7 +66,7 @@ def test_sampling_draws_only_kept_tokens_and_is_seeded():
 Z = torch.zeros(2, 5)
 @pytest.mark.parametrize("kw, msg", [
     (dict(top_p=0.0), "top_p=0.0 must be None or a number in (0, 1]"), (dict(top_p=1.5), "top_p=1.5 must be None or a number in (0, 1]"),
-    (dict(top_p=float("nan")), "top_p=nan must be"), (dict(min_p=1.0), "min_p=1.0 must be None or a number in [0, 1)"),
+    (dict(top_p=float("nan")), "top_p=nan must be"), (dict(min_p=1.5), "min_p=1.5 must be None or a number in [0, 1]"),
     (dict(min_p=-0.1), "min_p=-0.1 must be"), (dict(top_k=0), "top_k=0 must be None or an int in [1, vocab_size=5]"),
     (dict(top_k=True), "top_k=True must be"), (dict(temperature=0.0), "temperature=0.0 must be a finite number > 0"),
     (dict(temperature=float("nan")), "temperature=nan must be a finite number > 0"), (dict(temperature=True), "temperature=True must be")])
@@ -349,3 +350,12 @@ def test_generate_checks_what_its_step_returns():
         lm.generate(ids, 2, greedy=True, step=lambda *a, **kw: torch.zeros(1, 1, 3))
     with pytest.raises(ValueError, match=re.escape("step returned logits of shape (2, 1, 11)")):
         t.generate(ids, 2, 1, greedy=True, step=lambda *a, **kw: torch.zeros(2, 1, 11))
+
+
+def test_min_p_one_keeps_the_top_token_and_its_ties():
+    "min_p = 1 is legal (transformers accepts [0, 1]): only the most likely token survives, with any exact ties."
+    z = torch.tensor([[2.0, 1.0, 2.0, -1.0], [0.5, 3.0, 0.0, 0.0]])
+    kept = torch.isfinite(min_p_filter(z, 1.0))
+    assert kept.tolist() == [[True, False, True, False], [False, True, False, False]]
+    _same(min_p_filter(z, 1.0), hf.MinPLogitsWarper(1.0)(torch.zeros(2, 1, dtype=torch.long), z.clone()))
+    assert sample_next(z[1:], min_p=1.0, generator=torch.Generator().manual_seed(0)).item() == 1

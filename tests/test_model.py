@@ -10,9 +10,10 @@ from torch.autograd import gradcheck
 from torch.func import functional_call
 
 from transformer_lit.masks import padding_mask
-from transformer_lit.model import (POSITIONALS, DecoderCache, DecoderOnlyLM, Positions, StaticCache, TokenEmbedding, Transformer,
-                                   TransformerConfig, TransformerStack, check_tokens, count_parameters, lm_loss,
-                                   check_targets, parameter_breakdown, sample_next, unembed)
+from transformer_lit.model import (POSITIONALS, DecoderOnlyLM, Positions, TokenEmbedding, Transformer,
+                                   TransformerConfig, TransformerStack, count_parameters, lm_loss, parameter_breakdown, unembed)
+from transformer_lit.checks import check_targets, check_tokens
+from transformer_lit.decoding import DecoderCache, StaticCache, sample_next
 from transformer_lit.positional import sinusoidal_encoding
 
 F64 = torch.float64
@@ -964,3 +965,34 @@ def test_cache_reorder_and_static_cache_arguments():
     with E(ValueError, "attention_mask must hold only 0 and 1 (or False and True), got 7"):
         m(ids, attention_mask=torch.tensor([[1, 7, 1], [1, 1, 1]]))
     with E(TypeError, "vocab_size='11' must be a positive int"): check_targets(ids, (2, 3), "11")
+
+
+def test_moved_names_still_import_from_model():
+    "Names that moved to chapter 10's module still import from `model`, and importing `model` does not import `decoding`."
+    import subprocess, sys
+    code = ("import sys, transformer_lit.model as m; assert 'transformer_lit.decoding' not in sys.modules; "
+            "from transformer_lit.model import StaticCache, sample_next, beam_search; import transformer_lit.decoding as d; "
+            "assert StaticCache is d.StaticCache and sample_next is d.sample_next and beam_search is d.beam_search")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+def plain_generate(model, idx, n, greedy=True, temperature=1.0, generator=None):
+    "Chapter 09's plain loop: re-run the whole sequence, pick from the last position's logits."
+    for _ in range(n):
+        z = model(idx)[:, -1]
+        nxt = z.argmax(-1) if greedy else torch.multinomial((z / temperature).softmax(-1), 1, generator=generator).squeeze(-1)
+        idx = torch.cat([idx, nxt[:, None]], 1)
+    return idx
+
+@pytest.mark.parametrize("kind", ["sinusoidal", "rope", "alibi"])
+def test_plain_loop_equals_generate(kind):
+    "The short loop chapter 09 shows and the shipped `generate` give the same tokens, greedy and seeded sampling."
+    torch.manual_seed(0)
+    m = DecoderOnlyLM(TransformerConfig(vocab_size=50, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=32,
+                                        positional=kind, dropout=0.0)).double().eval()
+    prompt = torch.randint(0, 50, (3, 4))
+    with torch.no_grad():
+        greedy = plain_generate(m, prompt, 10)
+        assert torch.equal(greedy, m.generate(prompt, 10, greedy=True, use_cache=False))
+        assert torch.equal(greedy, m.generate(prompt, 10, greedy=True))
+        sampled = plain_generate(m, prompt, 10, False, 0.9, torch.Generator().manual_seed(5))
+        assert torch.equal(sampled, m.generate(prompt, 10, temperature=0.9, generator=torch.Generator().manual_seed(5), use_cache=False))

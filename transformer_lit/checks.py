@@ -8,7 +8,9 @@ import math, numbers
 import torch
 
 # %% auto #0
-__all__ = ['check_bool', 'check_scale', 'check_dropout', 'check_int', 'check_values', 'check_qkv', 'check_mask', 'check_kv_heads']
+__all__ = ['check_bool', 'check_scale', 'check_dropout', 'check_int', 'check_values', 'check_qkv', 'check_mask', 'check_kv_heads',
+           'check_tokens', 'check_targets', 'check_attention_mask', 'left_padding_mask', 'check_logits',
+           'check_sampling', 'stop_setup', 'check_beam']
 
 # %% ../nbs/appendix_checks.ipynb #a522c6c1
 def check_bool(name: str, value):
@@ -310,3 +312,138 @@ def _check_rows(rows, B):
     _check_int_tensor("rows", rows)
     if tuple(rows.shape) != (B,): raise ValueError(f"rows.shape={tuple(rows.shape)} must be (B,)=({B},)")
     check_values((rows >= 0) & (rows < B), lambda: f"rows={rows.tolist()} must lie in [0, B={B})")
+
+# %% ../nbs/appendix_checks.ipynb #eec23bf3
+def _check_number(name, value, above=None, allow_none=False, note=""):
+    "Raise a `TypeError` (not a real number) or `ValueError` (not finite, or not > `above`) naming `name`."
+    rule = ("None or " if allow_none else "") + "a finite number" + ("" if above is None else f" > {above:g}") + note
+    _check_real(name, value, rule, None if above is None else (lambda v: v > above), allow_none)
+
+def check_tokens(idx, # token ids (B, T)
+                 vocab_size: int, # ids must lie in [0, vocab_size)
+                 name: str="idx", # the argument's name, for the message
+                ):
+    "Raise a `TypeError`/`ValueError` naming `name` unless `idx` is a (B, T) int64 or int32 tensor of ids in [0, vocab_size)."
+    check_int("vocab_size", vocab_size)
+    if not isinstance(idx, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(idx).__name__}")
+    if idx.dtype not in (torch.int64, torch.int32):                  # what F.embedding takes
+        raise TypeError(f"{name}.dtype={idx.dtype} must be torch.int64 or torch.int32 (token ids)")
+    if idx.dim() != 2: raise ValueError(f"{name}.dim()={idx.dim()} must be 2: (B, T)")
+    if idx.shape[1] == 0: raise ValueError(f"{name}.shape[1]=0 must be >= 1: at least one token")
+    check_values((idx >= 0) & (idx < vocab_size),                   # reads the ids on the CPU only (see `check_values`)
+                 lambda: f"{name} holds ids from {int(idx.min())} to {int(idx.max())}; every id must be in [0, vocab_size={vocab_size})")
+
+def check_targets(targets, # (B, T) next-token ids, -100 where nothing is predicted
+                  shape: tuple, # the expected (B, T): the ids' or the logits' first two dims
+                  vocab_size: int, # V: every counted target is in [0, V)
+                  name: str="targets"):
+    "Raise a `TypeError`/`ValueError` naming `name` unless `targets` is an int64/int32 tensor of `shape` with ids in [0, V) or -100, not all -100."
+    check_int("vocab_size", vocab_size)
+    if not isinstance(targets, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(targets).__name__}")
+    if targets.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"{name}.dtype={targets.dtype} must be torch.int64 or torch.int32 (token ids, -100 = ignore)")
+    if tuple(targets.shape) != tuple(shape):
+        raise ValueError(f"{name}.shape={tuple(targets.shape)} must equal (B, T)={tuple(shape)}, the shape of the ids and of logits.shape[:2]")
+    check_values(targets < vocab_size, lambda: f"{name} holds ids up to {int(targets.max())}; every target must be < vocab_size={vocab_size}")
+    check_values((targets >= 0) | (targets == -100),
+                 lambda: f"{name} holds {int(targets[(targets < 0) & (targets != -100)][0])}; the only negative target allowed is -100 (ignore)")
+    check_values((targets != -100).any(), lambda: f"every entry of {name} is -100 (ignored), or it has none: the mean "
+                                                  "loss has nothing to average (torch would return NaN)")
+
+def check_attention_mask(attention_mask, # bool or 0/1 integers, True on real tokens
+                         shape: tuple, # the expected (B, past + T)
+                         what: str="(B, cached + new tokens)", # what the shape's dims are, for the message
+                        ) -> torch.Tensor: # bool (B, past + T)
+    "Raise a `TypeError`/`ValueError` unless `attention_mask` is a bool or 0/1 integer tensor of `shape`; return it as bool."
+    if not isinstance(attention_mask, torch.Tensor):
+        raise TypeError(f"attention_mask must be a torch.Tensor (bool, or 0/1 integers), got {type(attention_mask).__name__}")
+    if attention_mask.is_floating_point() or attention_mask.is_complex():
+        raise TypeError(f"attention_mask.dtype={attention_mask.dtype} must be torch.bool or an integer dtype holding 0 and 1")
+    if tuple(attention_mask.shape) != tuple(shape):
+        raise ValueError(f"attention_mask must be a bool or 0/1 integer tensor of shape {tuple(shape)} {what}, got "
+                         f"{tuple(attention_mask.shape)}")
+    if attention_mask.dtype != torch.bool:
+        bad = (attention_mask != 0) & (attention_mask != 1)
+        check_values(~bad, lambda: f"attention_mask must hold only 0 and 1 (or False and True), got {int(attention_mask[bad][0])}")
+    return attention_mask.bool()
+
+def left_padding_mask(attention_mask, # bool or 0/1 (B, T): True on real tokens
+                      shape: tuple, # the ids' (B, T)
+                     ) -> torch.Tensor: # bool (B, T)
+    "Check a left-padding mask: the prompt's shape, 0/1 values, each row False... then True... with at least one True."
+    keep = check_attention_mask(attention_mask, shape)                  # shape and 0/1 values, as bool
+    check_values(keep[:, -1] & (keep[:, 1:].long() >= keep[:, :-1].long()).all(-1),
+                 "attention_mask must be left-padded: in each row False (padding) first, then True up to the last column")
+    return keep
+
+def _check_rows(rows, batch, exact=False):
+    "Raise a `TypeError`/`ValueError` naming `rows` unless it is an int64/int32 (N,) tensor of row indices in [0, batch) (N = batch if `exact`; batch None: no range)."
+    if not isinstance(rows, torch.Tensor): raise TypeError(f"rows must be a torch.Tensor of row indices, got {type(rows).__name__}")
+    if rows.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"rows.dtype={rows.dtype} must be torch.int64 or torch.int32 (row indices)")
+    if rows.dim() != 1: raise ValueError(f"rows.dim()={rows.dim()} must be 1: (N,)")
+    if exact and rows.shape[0] != batch:
+        raise ValueError(f"rows.shape[0]={rows.shape[0]} must equal the StaticCache's batch={batch} (its buffers keep their shape)")
+    if batch is None: return                                             # an empty cache: nothing to select from yet
+    bad = (rows < 0) | (rows >= batch)
+    check_values(~bad, lambda: f"rows holds {int(rows[bad][0])}; every entry must be a row index in [0, {batch}) (the cache's batch)")
+
+def check_logits(logits, # next-token scores (B, V)
+                 name: str="logits", # the argument's name, for the message
+                ):
+    "Raise a `TypeError`/`ValueError` unless `logits` is a floating (B, V) tensor whose rows hold no NaN, no +inf and at least one finite score."
+    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point torch.Tensor (B, V), got "
+                        f"{logits.dtype if isinstance(logits, torch.Tensor) else type(logits).__name__}")
+    if logits.dim() != 2 or logits.shape[-1] == 0: raise ValueError(f"{name}.shape={tuple(logits.shape)} must be (B, V) with V >= 1")
+    for bad, rule in ((logits.isnan().any(-1), "contains NaN; every score must be a number or -inf"),
+                      ((logits == math.inf).any(-1), "contains +inf; every score must be finite or -inf"),
+                      (~logits.isfinite().any(-1), "is all -inf; at least one token must have a finite score")):
+        check_values(~bad, lambda: f"{name} row {int(bad.nonzero()[0, 0])} {rule}")   # no host read on a GPU
+
+def _is_number(x): return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+def check_sampling(temperature=1.0, top_k=None, top_p=None, min_p=None, vocab_size=None):
+    "Raise a `ValueError` naming the first argument outside its range: temperature > 0, top_k in [1, V], top_p in (0, 1], min_p in [0, 1]."
+    if not _is_number(temperature) or not 0 < temperature < math.inf:
+        raise ValueError(f"temperature={temperature!r} must be a finite number > 0 (use greedy=True for the argmax)")
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1 or (vocab_size and top_k > vocab_size)):
+        raise ValueError(f"top_k={top_k!r} must be None or an int in [1, vocab_size={vocab_size or 'V'}]")
+    if top_p is not None and (not _is_number(top_p) or not 0 < top_p <= 1):
+        raise ValueError(f"top_p={top_p!r} must be None or a number in (0, 1]")
+    if min_p is not None and (not _is_number(min_p) or not 0 <= min_p <= 1):           # 1 keeps the top token and its ties
+        raise ValueError(f"min_p={min_p!r} must be None or a number in [0, 1]")
+
+def _check_id(name, value, vocab_size, allow_none=True):
+    "Raise a `ValueError` unless `value` is a token id in [0, vocab_size) (or None when allowed)."
+    if value is None and allow_none: return
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < vocab_size:
+        raise ValueError(f"{name}={value!r} must be {'None or ' if allow_none else ''}an int in [0, vocab_size={vocab_size})")
+
+def stop_setup(vocab_size: int, eos_id=None, stop_ids=None, pad_id=None, default_pad=None):
+    "Check the stop and pad ids; return (a list of stop ids, the pad id written after a stop)."
+    _check_id("eos_id", eos_id, vocab_size)
+    if stop_ids is not None and (isinstance(stop_ids, (int, str, torch.Tensor)) or not hasattr(stop_ids, "__iter__")):
+        raise ValueError(f"stop_ids={stop_ids!r} must be None or a list of token ids")
+    stops = ([] if eos_id is None else [eos_id]) + list(stop_ids or [])
+    for s in stops[eos_id is not None:]: _check_id("stop_ids", s, vocab_size, allow_none=False)
+    _check_id("pad_id", pad_id, vocab_size)
+    pad = pad_id if pad_id is not None else default_pad if default_pad is not None else stops[0] if stops else None
+    return stops, pad
+
+def _check_step(out, batch, vocab_size):
+    "Return what a decoding `step` returned if it is logits (B, T, V) of the model's batch and vocabulary; raise otherwise."
+    if not isinstance(out, torch.Tensor) or not out.is_floating_point():
+        raise TypeError(f"step must return floating logits (B, T, V) like the model, got "
+                        f"{out.dtype if isinstance(out, torch.Tensor) else type(out).__name__}")
+    if out.dim() != 3 or out.shape[0] != batch or out.shape[-1] != vocab_size:
+        raise ValueError(f"step returned logits of shape {tuple(out.shape)}; they must be (B, T, V) with B={batch}, "
+                         f"V=vocab_size={vocab_size}, like the model's")
+    return out
+
+def check_beam(beam_size, alpha, early_stopping):
+    "Raise a `ValueError`/`TypeError` naming a bad beam size (an int >= 1), length penalty (a finite number) or early_stopping (a bool)."
+    if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
+        raise ValueError(f"beam_size={beam_size!r} must be an int >= 1")
+    _check_number("length_penalty", alpha, note=" (GNMT's α; 0 for none)")
+    if not isinstance(early_stopping, bool): raise TypeError(f"early_stopping={early_stopping!r} must be a bool")
