@@ -1438,17 +1438,17 @@ for fname in ("softmax_stats", "online_softmax"):
     R(f"flash.{fname}.block.zero", f"flash.{fname}:block", ValueError, ["block=0"], lambda f=f: f(T(2, 8), 0))
     R(f"flash.{fname}.x.str", f"flash.{fname}:x", TypeError, [NAMED("x"), "str"], lambda f=f: f("x"))
     R(f"flash.{fname}.x.int64", f"flash.{fname}:x", TypeError, ["x.dtype=torch.int64"], lambda f=f: f(T(2, 8).long()))
-CFI = FA + "check_flash_inputs:"
-R("flash.check_flash_inputs.q.str", CFI + "q", TypeError, [NAMED("q"), "str"], lambda: flash.check_flash_inputs("q", *QKV()[1:]))
-R("flash.check_flash_inputs.k.int64", CFI + "k", TypeError, ["k.dtype=torch.int64"], lambda: flash.check_flash_inputs(QKV()[0], QKV()[1].long(), QKV()[2]))
-R("flash.check_flash_inputs.v.len", CFI + "v", ValueError, ["v.shape[-2]=5"], lambda: flash.check_flash_inputs(*QKV()[:2], T(1, 2, 5, 4)))
-R("flash.check_flash_inputs.mask.requires_grad", CFI + "mask", ValueError, ["mask.requires_grad=True"],
+CFI = "checks.check_flash_inputs:"   # lives in the checks appendix; flash re-exports it
+R("checks.check_flash_inputs.q.str", CFI + "q", TypeError, [NAMED("q"), "str"], lambda: flash.check_flash_inputs("q", *QKV()[1:]))
+R("checks.check_flash_inputs.k.int64", CFI + "k", TypeError, ["k.dtype=torch.int64"], lambda: flash.check_flash_inputs(QKV()[0], QKV()[1].long(), QKV()[2]))
+R("checks.check_flash_inputs.v.len", CFI + "v", ValueError, ["v.shape[-2]=5"], lambda: flash.check_flash_inputs(*QKV()[:2], T(1, 2, 5, 4)))
+R("checks.check_flash_inputs.mask.requires_grad", CFI + "mask", ValueError, ["mask.requires_grad=True"],
   lambda: flash.check_flash_inputs(*QKV(), torch.zeros(3, 3, requires_grad=True)))
-R("flash.check_flash_inputs.mask.plus_inf", CFI + "mask", ValueError, ["mask", "+inf"], lambda: flash.check_flash_inputs(*QKV(), with_inf()))
-R("flash.check_flash_inputs.is_causal.with_mask", CFI + "is_causal", ValueError, ["is_causal=True"],
+R("checks.check_flash_inputs.mask.plus_inf", CFI + "mask", ValueError, ["mask", "+inf"], lambda: flash.check_flash_inputs(*QKV(), with_inf()))
+R("checks.check_flash_inputs.is_causal.with_mask", CFI + "is_causal", ValueError, ["is_causal=True"],
   lambda: flash.check_flash_inputs(*QKV(), torch.ones(3, 3, dtype=torch.bool), True))
-R("flash.check_flash_inputs.block_q.zero", CFI + "block_q", ValueError, ["block_q=0"], lambda: flash.check_flash_inputs(*QKV(), block_q=0))
-R("flash.check_flash_inputs.block_k.bool", CFI + "block_k", TypeError, ["block_k=True"], lambda: flash.check_flash_inputs(*QKV(), block_k=True))
+R("checks.check_flash_inputs.block_q.zero", CFI + "block_q", ValueError, ["block_q=0"], lambda: flash.check_flash_inputs(*QKV(), block_q=0))
+R("checks.check_flash_inputs.block_k.bool", CFI + "block_k", TypeError, ["block_k=True"], lambda: flash.check_flash_inputs(*QKV(), block_k=True))
 
 _attn_rows("flash.flash_attention", flash.flash_attention, has_dropout=False)
 FAA = FA + "flash_attention:"
@@ -1459,8 +1459,8 @@ R("flash.flash_backend.dropout_p.half", FA + "flash_backend:dropout_p", ValueErr
 PMm = FA + "peak_memory:"
 R("flash.peak_memory.fn.int", PMm + "fn", TypeError, ["fn", "callable"], lambda: flash.peak_memory(3))
 
-R("flash.check_flash_inputs.scale.nan", CFI + "scale", ValueError, ["scale=nan", "finite"], lambda: flash.check_flash_inputs(*QKV(), scale=NAN))
-R("flash.check_flash_inputs.scale.beyond_float32", CFI + "scale", ValueError, ["scale=1e+39", "torch.float32"],
+R("checks.check_flash_inputs.scale.nan", CFI + "scale", ValueError, ["scale=nan", "finite"], lambda: flash.check_flash_inputs(*QKV(), scale=NAN))
+R("checks.check_flash_inputs.scale.beyond_float32", CFI + "scale", ValueError, ["scale=1e+39", "torch.float32"],
   lambda: flash.check_flash_inputs(*QKV(dtype=torch.float16), scale=1e39))
 
 # =====================================================================================================================

@@ -10,7 +10,7 @@ import torch
 # %% auto #0
 __all__ = ['check_bool', 'check_scale', 'check_dropout', 'check_int', 'check_values', 'check_qkv', 'check_mask', 'check_kv_heads',
            'check_tokens', 'check_targets', 'check_attention_mask', 'left_padding_mask', 'check_logits',
-           'check_sampling', 'stop_setup', 'check_beam']
+           'check_sampling', 'stop_setup', 'check_beam', 'check_flash_inputs']
 
 # %% ../nbs/appendix_checks.ipynb #a522c6c1
 def check_bool(name: str, value):
@@ -447,3 +447,37 @@ def check_beam(beam_size, alpha, early_stopping):
         raise ValueError(f"beam_size={beam_size!r} must be an int >= 1")
     _check_number("length_penalty", alpha, note=" (GNMT's α; 0 for none)")
     if not isinstance(early_stopping, bool): raise TypeError(f"early_stopping={early_stopping!r} must be a bool")
+
+# %% ../nbs/appendix_checks.ipynb #a95135ec
+def check_flash_inputs(q, k, v, # queries (..., H, Lq, D), keys (..., G, Lk, D), values (..., G, Lk, Dv)
+                       mask=None, is_causal=False, # as in `scaled_dot_product_attention`
+                       block_q=64, block_k=64, # tile sizes
+                       scale=None, # None or a finite number
+                      ):
+    "Validate `flash_attention`'s arguments; return the mask expanded (a view, no copy) to `(..., H, Lq, Lk)`."
+    check_qkv(q, k, v)
+    check_bool("is_causal", is_causal)
+    check_int("block_q", block_q); check_int("block_k", block_k)
+    check_scale(scale, torch.promote_types(q.dtype, torch.float32))  # finite in the dtype the scores are computed in
+    shape = (*q.shape[:-1], k.shape[-2])
+    check_mask(mask, shape, is_causal)
+    if mask is None: return None
+    if mask.requires_grad:
+        raise ValueError("mask.requires_grad=True: flash_attention gives the mask no gradient; "
+                         "pass mask.detach() or use backend='math'")
+    return mask.expand(shape)                                       # (..., H, Lq, Lk), a view
+
+def _check_scores(x):
+    "Scores for the online softmax: a floating tensor of at least one dim holding finite values and -inf only."
+    if not isinstance(x, torch.Tensor): raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point(): raise TypeError(f"x.dtype={x.dtype} must be a floating dtype")
+    if x.dim() == 0: raise ValueError("x.dim()=0 must be at least 1: (..., n)")
+    check_values(~(x.isnan() | (x == math.inf)), lambda: f"x contains NaN or +inf ({int((x.isnan() | (x == math.inf)).sum())} "
+                 f"of {x.numel()} entries): scores may hold finite values and -inf only")
+
+def _check_flash_grads(do, o, lse, q, v):
+    "The tensors `flash_backward` receives: dO and O shaped like the output (..., H, Lq, Dv), lse like (..., H, Lq)."
+    for name, t, shape in (("do", do, (*q.shape[:-1], v.shape[-1])), ("o", o, (*q.shape[:-1], v.shape[-1])), ("lse", lse, q.shape[:-1])):
+        if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if not t.is_floating_point(): raise TypeError(f"{name}.dtype={t.dtype} must be a floating dtype")
+        if t.shape != shape: raise ValueError(f"{name}.shape={tuple(t.shape)} must be {tuple(shape)} (what flash_forward returns for q, k, v)")

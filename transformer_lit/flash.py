@@ -6,49 +6,20 @@
 from __future__ import annotations
 import ctypes, gc, math, os
 import torch
-from .attention import (check_bool, check_dropout, check_int, check_mask, check_qkv, check_scale, check_values,
-                                       kv_groups, register_backend)
+from .attention import check_bool, check_dropout, check_int, kv_groups, register_backend
+from .checks import check_flash_inputs, _check_scores, _check_flash_grads   # the checks, apart (appendix)
 
 # %% auto #0
-__all__ = ['BACKEND_BLOCK', 'standard_attention_io', 'attention_flops', 'softmax_stats', 'online_softmax', 'check_flash_inputs',
-           'flash_forward', 'flash_backward', 'FlashAttentionFunction', 'flash_attention', 'flash_supports',
-           'flash_backend', 'flash_attention_io', 'peak_memory']
-
-# %% ../nbs/14_flash_attention.ipynb #a7be75f6
-def standard_attention_io(n_q: int, # query length L_q
-                          d: int, # head dim (keys and values)
-                          n_k: int|None=None, # key length L_k; default n_q
-                         ) -> dict:
-    "HBM elements read and written by standard attention (Dao et al. 2022, Algorithm 0)."
-    n_q, d = check_int("n_q", n_q, minimum=0), check_int("d", d)
-    n_k = n_q if n_k is None else check_int("n_k", n_k, minimum=0)
-    reads = (n_q * d + n_k * d) + n_q * n_k + (n_q * n_k + n_k * d)   # Q,K -> S;  S -> P;  P,V -> O
-    writes = n_q * n_k + n_q * n_k + n_q * d                          # S, P, O
-    return dict(reads=reads, writes=writes)
-
-# %% ../nbs/14_flash_attention.ipynb #39846324
-def attention_flops(batch: int, heads: int, n_q: int, n_k: int, head_dim: int, # the shape B, H, Lq, Lk, D
-                    is_causal: bool=False, # causal: half the score matrix is computed
-                    mode: str="fwd", # "fwd", "bwd" or "fwd+bwd"
-                   ) -> float:
-    "FLOPs of attention: 4·B·H·Lq·Lk·D forward, half when causal; the backward counts 2.5x the forward."
-    for name, n in (("batch", batch), ("heads", heads), ("n_q", n_q), ("n_k", n_k)): check_int(name, n, minimum=0)
-    check_int("head_dim", head_dim); check_bool("is_causal", is_causal)
-    if mode not in ("fwd", "bwd", "fwd+bwd"): raise ValueError(f"mode={mode!r} must be 'fwd', 'bwd' or 'fwd+bwd'")
-    f = 4.0 * batch * heads * n_q * n_k * head_dim * (0.5 if is_causal else 1.0)
-    return f * {"fwd": 1.0, "bwd": 2.5, "fwd+bwd": 3.5}[mode]
+__all__ = ['BACKEND_BLOCK', 'softmax_stats', 'online_softmax', 'flash_forward', 'flash_backward', 'FlashAttentionFunction',
+           'flash_attention', 'flash_supports', 'flash_backend', 'standard_attention_io', 'attention_flops',
+           'flash_attention_io', 'peak_memory']
 
 # %% ../nbs/14_flash_attention.ipynb #b4612877
 def softmax_stats(x: torch.Tensor, # scores (..., n)
                   block: int=64, # how many entries are seen at a time
                  ):
     "Running max `m` and sum `l` = sum(exp(x - m)) over the last dim, one block at a time (m = -inf, l = 0 for a row of -inf)."
-    if not isinstance(x, torch.Tensor): raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-    if not x.is_floating_point(): raise TypeError(f"x.dtype={x.dtype} must be a floating dtype")
-    if x.dim() == 0: raise ValueError("x.dim()=0 must be at least 1: (..., n)")
-    block = check_int("block", block)
-    check_values(~(x.isnan() | (x == math.inf)), lambda: f"x contains NaN or +inf ({int((x.isnan() | (x == math.inf)).sum())} "
-                 f"of {x.numel()} entries): scores may hold finite values and -inf only")
+    _check_scores(x); block = check_int("block", block)
     m = torch.full(x.shape[:-1], -math.inf, dtype=x.dtype, device=x.device)  # (...,)
     l = torch.zeros_like(m)
     for j0 in range(0, x.shape[-1], block):
@@ -65,24 +36,6 @@ def online_softmax(x: torch.Tensor, block: int=64):
     return torch.exp(x - m.nan_to_num(neginf=0.0)[..., None]) / l.clamp(min=torch.finfo(l.dtype).tiny)[..., None]
 
 # %% ../nbs/14_flash_attention.ipynb #f3ea0d75
-def check_flash_inputs(q, k, v, # queries (..., H, Lq, D), keys (..., G, Lk, D), values (..., G, Lk, Dv)
-                       mask=None, is_causal=False, # as in `scaled_dot_product_attention`
-                       block_q=64, block_k=64, # tile sizes
-                       scale=None, # None or a finite number
-                      ):
-    "Validate `flash_attention`'s arguments; return the mask expanded (a view, no copy) to `(..., H, Lq, Lk)`."
-    check_qkv(q, k, v)
-    check_bool("is_causal", is_causal)
-    check_int("block_q", block_q); check_int("block_k", block_k)
-    check_scale(scale, torch.promote_types(q.dtype, torch.float32))  # finite in the dtype the scores are computed in
-    shape = (*q.shape[:-1], k.shape[-2])
-    check_mask(mask, shape, is_causal)
-    if mask is None: return None
-    if mask.requires_grad:
-        raise ValueError("mask.requires_grad=True: flash_attention gives the mask no gradient; "
-                         "pass mask.detach() or use backend='math'")
-    return mask.expand(shape)                                       # (..., H, Lq, Lk), a view
-
 def _mask_scores(s, mask, is_causal, i0, i1, j0, j1):
     "Apply the causal rule and the mask to the score tile `s` of rows i0:i1 and columns j0:j1, in place."
     if is_causal and j1 - 1 > i0:                                   # only tiles crossing the diagonal
@@ -154,10 +107,7 @@ def flash_backward(do, q, k, v, o, lse, # the incoming gradient dO, the inputs, 
                   ):
     "Tiled backward pass that recomputes P from `lse`: returns `(dq, dk, dv)`, dk and dv summed over the query heads that share them."
     mask = check_flash_inputs(q, k, v, mask, is_causal, block_q, block_k, scale)  # (..., H, Lq, Lk) view, or None
-    for name, t, shape in (("do", do, (*q.shape[:-1], v.shape[-1])), ("o", o, (*q.shape[:-1], v.shape[-1])), ("lse", lse, q.shape[:-1])):
-        if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if not t.is_floating_point(): raise TypeError(f"{name}.dtype={t.dtype} must be a floating dtype")
-        if t.shape != shape: raise ValueError(f"{name}.shape={tuple(t.shape)} must be {tuple(shape)} (what flash_forward returns for q, k, v)")
+    _check_flash_grads(do, o, lse, q, v)
     if q.dim() == 2:                                                # (L, D): a single head
         grads = flash_backward(do[None], q[None], k[None], v[None], o[None], lse[None], None if mask is None else mask[None],
                                is_causal, scale, block_q, block_k)
@@ -237,6 +187,30 @@ def flash_backend(q, k, v, mask=None, is_causal=False, scale=None, dropout_p=0.0
     return flash_attention(q, k, v, is_causal=is_causal, scale=scale, block_q=BACKEND_BLOCK, block_k=BACKEND_BLOCK, mask=mask)
 
 register_backend("flash", flash_backend, supports=flash_supports, priority=50)
+
+# %% ../nbs/14_flash_attention.ipynb #a7be75f6
+def standard_attention_io(n_q: int, # query length L_q
+                          d: int, # head dim (keys and values)
+                          n_k: int|None=None, # key length L_k; default n_q
+                         ) -> dict:
+    "HBM elements read and written by standard attention (Dao et al. 2022, Algorithm 0)."
+    n_q, d = check_int("n_q", n_q, minimum=0), check_int("d", d)
+    n_k = n_q if n_k is None else check_int("n_k", n_k, minimum=0)
+    reads = (n_q * d + n_k * d) + n_q * n_k + (n_q * n_k + n_k * d)   # Q,K -> S;  S -> P;  P,V -> O
+    writes = n_q * n_k + n_q * n_k + n_q * d                          # S, P, O
+    return dict(reads=reads, writes=writes)
+
+# %% ../nbs/14_flash_attention.ipynb #39846324
+def attention_flops(batch: int, heads: int, n_q: int, n_k: int, head_dim: int, # the shape B, H, Lq, Lk, D
+                    is_causal: bool=False, # causal: half the score matrix is computed
+                    mode: str="fwd", # "fwd", "bwd" or "fwd+bwd"
+                   ) -> float:
+    "FLOPs of attention: 4·B·H·Lq·Lk·D forward, half when causal; the backward counts 2.5x the forward."
+    for name, n in (("batch", batch), ("heads", heads), ("n_q", n_q), ("n_k", n_k)): check_int(name, n, minimum=0)
+    check_int("head_dim", head_dim); check_bool("is_causal", is_causal)
+    if mode not in ("fwd", "bwd", "fwd+bwd"): raise ValueError(f"mode={mode!r} must be 'fwd', 'bwd' or 'fwd+bwd'")
+    f = 4.0 * batch * heads * n_q * n_k * head_dim * (0.5 if is_causal else 1.0)
+    return f * {"fwd": 1.0, "bwd": 2.5, "fwd+bwd": 3.5}[mode]
 
 # %% ../nbs/14_flash_attention.ipynb #55724974
 def flash_attention_io(n_q: int, # query length L_q
