@@ -307,7 +307,7 @@ def _check_static_cache(batch, n_kv_heads, max_len, head_dim, dtype, device):
         raise (ValueError if isinstance(e, RuntimeError) else TypeError)(
             f"device={device!r} must be None, a torch.device or a device string such as 'cpu' or 'cuda:0'") from None
 
-def _check_rows(rows, B):
+def _check_static_rows(rows, B):
     "`StaticKVCache.reorder`: rows is a (B,) integer tensor of row indices in [0, B)."
     _check_int_tensor("rows", rows)
     if tuple(rows.shape) != (B,): raise ValueError(f"rows.shape={tuple(rows.shape)} must be (B,)=({B},)")

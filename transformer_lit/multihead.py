@@ -10,7 +10,7 @@ from torch import nn
 from .attention import attend, causal_mask, check_backend
 from .checks import (check_kv_heads, check_int, check_mask, _check_merge_heads, _check_split_heads,
                                     _check_mha_args, _check_mha_inputs, _check_kv_growing, _check_kv_static,
-                                    _check_static_cache, _check_rows)
+                                    _check_static_cache, _check_static_rows)
 
 # %% auto #0
 __all__ = ['split_heads', 'merge_heads', 'MultiHeadAttention', 'KVCache', 'CrossKVCache', 'StaticKVCache', 'attention_cost',
@@ -196,7 +196,7 @@ class StaticKVCache:
         return self.k, self.v
     def reorder(self, rows: torch.Tensor): # (B,) long: new row i continues old row rows[i]
         "Select rows in place (beam search: each beam continues its parent's keys and values)."
-        _check_rows(rows, self.k.shape[0])
+        _check_static_rows(rows, self.k.shape[0])
         rows = rows.to(device=self.k.device, dtype=torch.long)
         self.k.copy_(self.k.index_select(0, rows)); self.v.copy_(self.v.index_select(0, rows))
 
