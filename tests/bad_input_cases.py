@@ -419,7 +419,7 @@ R("positional.apply_rotary.sin.shape", AR + "sin", ValueError, ["sin.shape=(5, 4
 R("positional.apply_rotary.interleaved.odd_dim", AR + "interleaved", ValueError, ["x.shape[-1]=3"],
   lambda: positional.apply_rotary(T(1, 2, 3, 3), T(3, 3), T(3, 3), interleaved=True))
 
-RS_ = PO + "check_rope_scaling:"
+RS_ = "checks.check_rope_scaling:"                  # the validator lives in checks (appendix); positional re-exports it
 lin = lambda **kw: {"rope_type": "linear", "factor": 2.0} | kw
 yarn = lambda **kw: {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8} | kw
 llama3 = lambda **kw: {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8,
@@ -450,9 +450,9 @@ SCALING_ROWS = [
     ("yarn.truncate_str", TypeError, ["scaling['truncate']='yes'"], yarn(truncate="yes")),
 ]
 for sid, exc, words, bad in SCALING_ROWS:
-    R(f"positional.check_rope_scaling.scaling.{sid}", RS_ + "scaling", exc, words, lambda bad=bad: positional.check_rope_scaling(bad))
-R("positional.check_rope_scaling.base.rope_theta_differs", RS_ + "base", ValueError, ["scaling['rope_theta']=500.0", "base=10000.0"],
-  lambda: positional.check_rope_scaling(lin(rope_theta=500.0), 10000.0))
+    R(f"checks.check_rope_scaling.scaling.{sid}", RS_ + "scaling", exc, words, lambda bad=bad: checks.check_rope_scaling(bad))
+R("checks.check_rope_scaling.base.rope_theta_differs", RS_ + "base", ValueError, ["scaling['rope_theta']=500.0", "base=10000.0"],
+  lambda: checks.check_rope_scaling(lin(rope_theta=500.0), 10000.0))
 RI = PO + "rope_inv_freq:"
 R("positional.rope_inv_freq.head_dim.odd", RI + "head_dim", ValueError, ["head_dim=5"], lambda: positional.rope_inv_freq(5))
 R("positional.rope_inv_freq.base.nan", RI + "base", ValueError, ["base=nan"], lambda: positional.rope_inv_freq(4, NAN))

@@ -9,8 +9,8 @@ import torch
 
 # %% auto #0
 __all__ = ['check_bool', 'check_scale', 'check_dropout', 'check_int', 'check_values', 'check_qkv', 'check_mask', 'check_kv_heads',
-           'check_tokens', 'check_targets', 'check_attention_mask', 'left_padding_mask', 'check_logits',
-           'check_sampling', 'stop_setup', 'check_beam', 'check_flash_inputs']
+           'check_rope_scaling', 'check_tokens', 'check_targets', 'check_attention_mask', 'left_padding_mask',
+           'check_logits', 'check_sampling', 'stop_setup', 'check_beam', 'check_flash_inputs']
 
 # %% ../nbs/appendix_checks.ipynb #a522c6c1
 def check_bool(name: str, value):
@@ -312,6 +312,70 @@ def _check_static_rows(rows, B):
     _check_int_tensor("rows", rows)
     if tuple(rows.shape) != (B,): raise ValueError(f"rows.shape={tuple(rows.shape)} must be (B,)=({B},)")
     check_values((rows >= 0) & (rows < B), lambda: f"rows={rows.tolist()} must lie in [0, B={B})")
+
+# %% ../nbs/appendix_checks.ipynb #p05x002
+_SCALING_KEYS = {  # rope_type -> the keys it reads besides rope_type/type (required ones first)
+    'default': ((), ('original_max_position_embeddings',)),
+    'linear': (('factor',), ('original_max_position_embeddings',)),
+    'dynamic': (('factor', 'original_max_position_embeddings'), ()),
+    'yarn': (('factor', 'original_max_position_embeddings'),
+             ('beta_fast', 'beta_slow', 'attention_factor', 'mscale', 'mscale_all_dim', 'truncate')),
+    'llama3': (('factor', 'original_max_position_embeddings', 'low_freq_factor', 'high_freq_factor'), ()),
+}
+
+def _finite(key, v, rule, ok):
+    "Return float(v) if v is a real number satisfying ok(v), else raise naming key, value and rule."
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"scaling[{key!r}]={v!r} must be a number {rule}")
+    if not (math.isfinite(v) and ok(v)): raise ValueError(f"scaling[{key!r}]={v!r} must be a finite number {rule}")
+    return float(v)
+
+def check_rope_scaling(scaling:dict|None, # None, or a Hugging Face rope_scaling / rope_parameters dict
+                       base:float=10000.0, # the model's rope_theta; a "rope_theta" key must agree with it
+                      )->dict|None: # a clean copy: rope_type set, numbers as float, yarn defaults filled in
+    "Validate a rope scaling dict key by key; None and rope_type default mean no scaling."
+    if scaling is None: return None
+    if not isinstance(scaling, dict): raise TypeError(f"scaling={scaling!r} must be None or a dict such as {{'rope_type': 'linear', 'factor': 2.0}}")
+    s = dict(scaling)
+    t, t_old = s.pop('rope_type', None), s.pop('type', None)
+    if t is not None and t_old is not None and t != t_old:
+        raise ValueError(f"scaling has rope_type={t!r} and type={t_old!r}: they must agree")
+    t = t if t is not None else t_old
+    if t not in _SCALING_KEYS:
+        raise ValueError(f"scaling rope_type={t!r} is not supported: use one of {sorted(_SCALING_KEYS)}")
+    if 'rope_theta' in s:                                   # Hugging Face 5.x keeps the base inside the dict
+        theta = s.pop('rope_theta')
+        if theta is not None and theta != base: raise ValueError(f"scaling['rope_theta']={theta!r} must equal base={base!r}")
+    if s.get('partial_rotary_factor', 1.0) != 1.0:
+        raise ValueError(f"scaling['partial_rotary_factor']={s['partial_rotary_factor']!r} is not supported: only 1.0 (all dimensions rotate)")
+    s.pop('partial_rotary_factor', None)
+    required, optional = _SCALING_KEYS[t]
+    unknown = sorted(set(s) - set(required) - set(optional))
+    if unknown: raise ValueError(f"scaling keys {unknown} are not used by rope_type={t!r}: it takes {list(required + optional)}")
+    missing = [k for k in required if s.get(k) is None]
+    if missing: raise ValueError(f"scaling with rope_type={t!r} needs the keys {missing}")
+    out = {'rope_type': t}
+    if 'factor' in required: out['factor'] = _finite('factor', s['factor'], '>= 1', lambda v: v >= 1)
+    if s.get('original_max_position_embeddings') is not None:
+        n = s['original_max_position_embeddings']
+        check_int("scaling['original_max_position_embeddings']", n)
+        out['original_max_position_embeddings'] = n
+    if t == 'llama3':
+        lo = _finite('low_freq_factor', s['low_freq_factor'], '> 0', lambda v: v > 0)
+        hi = _finite('high_freq_factor', s['high_freq_factor'], f'> low_freq_factor={lo}', lambda v: v > lo)
+        out.update(low_freq_factor=lo, high_freq_factor=hi)
+    if t == 'yarn':
+        for k, d in (('beta_fast', 32.0), ('beta_slow', 1.0)):   # Hugging Face: a missing (or 0) beta takes the paper's value
+            out[k] = _finite(k, s[k], '> 0', lambda v: v > 0) if s.get(k) else d
+        if out['beta_fast'] <= out['beta_slow']:
+            raise ValueError(f"scaling beta_fast={out['beta_fast']} must be > beta_slow={out['beta_slow']}")
+        for k in ('attention_factor', 'mscale', 'mscale_all_dim'):
+            out[k] = None if s.get(k) is None else _finite(k, s[k], '> 0' if k == 'attention_factor' else '>= 0',
+                                                           (lambda v: v > 0) if k == 'attention_factor' else (lambda v: v >= 0))
+        tr = s.get('truncate', True)
+        if not isinstance(tr, bool): raise TypeError(f"scaling['truncate']={tr!r} must be a bool")
+        out['truncate'] = tr
+    return out
 
 # %% ../nbs/appendix_checks.ipynb #eec23bf3
 def _check_number(name, value, above=None, allow_none=False, note=""):
