@@ -313,6 +313,36 @@ def _check_static_rows(rows, B):
     if tuple(rows.shape) != (B,): raise ValueError(f"rows.shape={tuple(rows.shape)} must be (B,)=({B},)")
     check_values((rows >= 0) & (rows < B), lambda: f"rows={rows.tolist()} must lie in [0, B={B})")
 
+# %% ../nbs/appendix_checks.ipynb #7a0110c9
+def _check_eps(eps, name="eps"):
+    "Raise a `ValueError` naming `name` unless `eps` is a finite number > 0."
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (0 < eps < math.inf):
+        raise ValueError(f"{name}={eps!r} must be a finite number > 0")
+
+def _check_input(x, d=None, weight=None):
+    "Raise a `TypeError`/`ValueError` unless `x` is a floating tensor whose last dimension is `d` (>= 1 when None), with the dtype and device of `weight`."
+    if not isinstance(x, torch.Tensor): raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point(): raise TypeError(f"x.dtype={x.dtype} must be a floating dtype")
+    if d is None:
+        if x.dim() == 0: raise ValueError("x.dim()=0 must be at least 1: (..., d)")
+        if x.shape[-1] == 0: raise ValueError("x.shape[-1]=0 must be >= 1 (the normalized size d)")  # a mean over nothing
+    elif x.dim() == 0 or x.shape[-1] != d:
+        raise ValueError(f"x.shape[-1]={x.shape[-1] if x.dim() else None} must equal the normalized size d={d}")
+    if weight is None: return
+    if x.device != weight.device: raise ValueError(f"x.device={x.device} must equal the module's parameter device {weight.device}")
+    if x.dtype != weight.dtype and not torch.is_autocast_enabled(x.device.type):  # autocast mixes dtypes itself
+        raise TypeError(f"x.dtype={x.dtype} must equal the module's parameter dtype {weight.dtype}")
+
+def _check_param(name, p, x):
+    "Raise a `TypeError`/`ValueError` unless `p` (a norm's weight or bias) is None or a floating (d,) tensor on x's device."
+    if p is None: return
+    if not isinstance(p, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor or None, got {type(p).__name__}")
+    if not p.is_floating_point(): raise TypeError(f"{name}.dtype={p.dtype} must be a floating dtype")
+    d = x.shape[-1]
+    if p.shape != (d,): raise ValueError(f"{name}.shape={tuple(p.shape)} must be (d,)=({d},), d = x.shape[-1]")
+    if p.device != x.device: raise ValueError(f"{name}.device={p.device} must equal x.device={x.device}")
+
+
 # %% ../nbs/appendix_checks.ipynb #p05x002
 _SCALING_KEYS = {  # rope_type -> the keys it reads besides rope_type/type (required ones first)
     'default': ((), ('original_max_position_embeddings',)),
