@@ -25,14 +25,11 @@ def torch_state():
 
 def check_state(nbs):
     "Run nbdev's pre-render cells of each notebook in one shell; return the notebooks that changed torch's state."
-    from execnb.nbio import read_nb
     from execnb.shell import CaptureShell
     from nbdev.processors import _do_eval
     from nbdev.process import NBProcessor
-    import nbdev.processors as P
     sh = CaptureShell()
     sh.run_cell('from nbdev.showdoc import show_doc')
-    import torch
     bad = []
     for nb in nbs:
         before = torch_state()

@@ -313,6 +313,17 @@ def _check_static_rows(rows, B):
     if tuple(rows.shape) != (B,): raise ValueError(f"rows.shape={tuple(rows.shape)} must be (B,)=({B},)")
     check_values((rows >= 0) & (rows < B), lambda: f"rows={rows.tolist()} must lie in [0, B={B})")
 
+# %% ../nbs/appendix_checks.ipynb #0c3dbb2d
+def _check_features(x, d_model, weight=None):
+    "Raise a `TypeError`/`ValueError` unless `x` is a floating tensor whose last dim is `d_model`, with the dtype and device of `weight`."
+    if not isinstance(x, torch.Tensor): raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() == 0 or x.shape[-1] != d_model: raise ValueError(f"x.shape[-1]={x.shape[-1] if x.dim() else None} must equal d_model={d_model}")
+    if not x.is_floating_point(): raise TypeError(f"x.dtype={x.dtype} must be a floating dtype")
+    if weight is None: return
+    if x.device != weight.device: raise ValueError(f"x.device={x.device} must equal the module's parameter device {weight.device}")
+    if x.dtype != weight.dtype and not torch.is_autocast_enabled(x.device.type):  # autocast casts for the matmuls itself
+        raise TypeError(f"x.dtype={x.dtype} must equal the module's parameter dtype {weight.dtype}")
+
 # %% ../nbs/appendix_checks.ipynb #7a0110c9
 def _check_eps(eps, name="eps"):
     "Raise a `ValueError` naming `name` unless `eps` is a finite number > 0."
@@ -342,6 +353,12 @@ def _check_param(name, p, x):
     if p.shape != (d,): raise ValueError(f"{name}.shape={tuple(p.shape)} must be (d,)=({d},), d = x.shape[-1]")
     if p.device != x.device: raise ValueError(f"{name}.device={p.device} must equal x.device={x.device}")
 
+
+# %% ../nbs/appendix_checks.ipynb #993c955f
+def _check_base(base):
+    "Raise ValueError unless `base` is a finite real number > 1."
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not (math.isfinite(base) and base > 1):
+        raise ValueError(f"base={base!r} must be a finite number > 1")
 
 # %% ../nbs/appendix_checks.ipynb #p05x002
 _SCALING_KEYS = {  # rope_type -> the keys it reads besides rope_type/type (required ones first)
@@ -541,6 +558,45 @@ def check_beam(beam_size, alpha, early_stopping):
         raise ValueError(f"beam_size={beam_size!r} must be an int >= 1")
     _check_number("length_penalty", alpha, note=" (GNMT's α; 0 for none)")
     if not isinstance(early_stopping, bool): raise TypeError(f"early_stopping={early_stopping!r} must be a bool")
+
+# %% ../nbs/appendix_checks.ipynb #2b59b0b3
+import torch.nn as nn
+from collections.abc import Iterable
+from torch import Tensor
+
+def _check_type(name, value, types, what, allow_none=False):
+    "Return `value` if it is an instance of `types` (or None when allowed); else a TypeError naming `name`, `what` it must be and what it is."
+    if (value is None and allow_none) or isinstance(value, types): return value
+    raise TypeError(f"{name} must be {what}{' or None' if allow_none else ''}, got {type(value).__name__}")
+
+def _check_iterable(name, value, what):
+    "A TypeError naming `name` unless `value` is an iterable (a str or bytes is refused: it would be read one character at a time)."
+    if isinstance(value, (str, bytes, Tensor)) or not isinstance(value, Iterable):
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
+
+def _check_model(model, name="model"): return _check_type(name, model, nn.Module, "a torch.nn.Module")
+
+def _check_index(idx, n: int) -> Tensor: # (B,) int64 or int32
+    "`idx` as a 1-D integer tensor of indices in [0, n) (examples of a data set); a TypeError/ValueError naming idx otherwise."
+    if not isinstance(idx, Tensor):
+        _check_iterable("idx", idx, "a 1-D tensor or a sequence of int indices")
+        idx = list(idx)
+        bad = [i for i in idx if isinstance(i, bool) or not isinstance(i, numbers.Integral)]
+        if bad: raise TypeError(f"idx holds {bad[0]!r}; every index must be an int")
+        idx = torch.tensor(idx, dtype=torch.long)                        # (B,)
+    if idx.dtype not in (torch.int64, torch.int32): raise TypeError(f"idx.dtype={idx.dtype} must be torch.int64 or torch.int32 (indices)")
+    if idx.dim() != 1: raise ValueError(f"idx.dim()={idx.dim()} must be 1: (B,) indices")
+    check_values((idx >= 0) & (idx < n), lambda: f"idx holds indices from {int(idx.min())} to {int(idx.max())}; "
+                                                 f"every index must be in [0, len(data)={n})")
+    return idx
+
+def _check_seed(seed): return check_int("seed", seed, 0)
+
+def _check_device(name, device) -> str:
+    "The canonical string of a torch device; a TypeError/ValueError naming `name` for anything torch.device refuses."
+    if not isinstance(device, (str, torch.device)): raise TypeError(f"{name}={device!r} must be a str such as 'cpu' or 'cuda:0'")
+    try: return str(torch.device(device))
+    except RuntimeError: raise ValueError(f"{name}={device!r} must name a torch device such as 'cpu' or 'cuda:0'") from None
 
 # %% ../nbs/appendix_checks.ipynb #a95135ec
 def check_flash_inputs(q, k, v, # queries (..., H, Lq, D), keys (..., G, Lk, D), values (..., G, Lk, Dv)

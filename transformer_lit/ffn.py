@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from .attention import check_bool, check_dropout, check_int
+from .checks import _check_features   # the input check (appendix "Checking the inputs")
 
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'get_activation', 'FeedForward', 'swiglu_hidden_dim', 'SwiGLU', 'ffn_param_count', 'make_ffn']
@@ -21,16 +22,6 @@ ACTIVATIONS = {
     "gelu_tanh": partial(F.gelu, approximate="tanh"),  # tanh approximation of GELU: GPT-2
     "silu": F.silu,                                    # z·σ(z), Swish with β = 1
 }
-
-def _check_features(x, d_model, weight=None):
-    "Raise a `TypeError`/`ValueError` unless `x` is a floating tensor whose last dim is `d_model`, with the dtype and device of `weight`."
-    if not isinstance(x, torch.Tensor): raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-    if x.dim() == 0 or x.shape[-1] != d_model: raise ValueError(f"x.shape[-1]={x.shape[-1] if x.dim() else None} must equal d_model={d_model}")
-    if not x.is_floating_point(): raise TypeError(f"x.dtype={x.dtype} must be a floating dtype")
-    if weight is None: return
-    if x.device != weight.device: raise ValueError(f"x.device={x.device} must equal the module's parameter device {weight.device}")
-    if x.dtype != weight.dtype and not torch.is_autocast_enabled(x.device.type):  # autocast casts for the matmuls itself
-        raise TypeError(f"x.dtype={x.dtype} must equal the module's parameter dtype {weight.dtype}")
 
 def get_activation(name:str):
     "The activation function called `name` in `ACTIVATIONS`."

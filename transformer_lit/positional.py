@@ -13,15 +13,10 @@ import torch
 from torch import nn, Tensor
 from .attention import (causal_mask, check_bool, check_int, check_values, _check_float_dtype, _check_int_tensor,
                                        _check_real)
-from .checks import check_rope_scaling  # validated in the appendix on input checks
+from .checks import check_rope_scaling, _check_base  # validated in the appendix on input checks
 
 
 # %% ../nbs/05_positional.ipynb #p05c009
-def _check_base(base):
-    "Raise ValueError unless `base` is a finite real number > 1."
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or not (math.isfinite(base) and base > 1):
-        raise ValueError(f"base={base!r} must be a finite number > 1")
-
 def sinusoidal_frequencies(d:int, # an even dimension (d_model, or head_dim for RoPE)
                            base:float=10000.0, # the wavelength scale of the slowest pair
                           )->Tensor: # (d/2,) float64, highest frequency first

@@ -21,41 +21,8 @@ from .attention import check_bool, check_int, check_values, _check_real
 from .masks import padding_mask
 from .blocks import EncoderBlock, DecoderBlock, DecoderOnlyBlock
 from .model import TransformerConfig, Transformer, DecoderOnlyLM, check_targets, check_tokens, count_parameters, _cross_entropy
-
-# -- argument checks shared by this module (each raises naming the argument, the value and the rule) --
-def _check_type(name, value, types, what, allow_none=False):
-    "Return `value` if it is an instance of `types` (or None when allowed); else a TypeError naming `name`, `what` it must be and what it is."
-    if (value is None and allow_none) or isinstance(value, types): return value
-    raise TypeError(f"{name} must be {what}{' or None' if allow_none else ''}, got {type(value).__name__}")
-
-def _check_iterable(name, value, what):
-    "A TypeError naming `name` unless `value` is an iterable (a str or bytes is refused: it would be read one character at a time)."
-    if isinstance(value, (str, bytes, Tensor)) or not isinstance(value, Iterable):
-        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
-
-def _check_model(model, name="model"): return _check_type(name, model, nn.Module, "a torch.nn.Module")
-
-def _check_index(idx, n: int) -> Tensor: # (B,) int64 or int32
-    "`idx` as a 1-D integer tensor of indices in [0, n) (examples of a data set); a TypeError/ValueError naming idx otherwise."
-    if not isinstance(idx, Tensor):
-        _check_iterable("idx", idx, "a 1-D tensor or a sequence of int indices")
-        idx = list(idx)
-        bad = [i for i in idx if isinstance(i, bool) or not isinstance(i, numbers.Integral)]
-        if bad: raise TypeError(f"idx holds {bad[0]!r}; every index must be an int")
-        idx = torch.tensor(idx, dtype=torch.long)                        # (B,)
-    if idx.dtype not in (torch.int64, torch.int32): raise TypeError(f"idx.dtype={idx.dtype} must be torch.int64 or torch.int32 (indices)")
-    if idx.dim() != 1: raise ValueError(f"idx.dim()={idx.dim()} must be 1: (B,) indices")
-    check_values((idx >= 0) & (idx < n), lambda: f"idx holds indices from {int(idx.min())} to {int(idx.max())}; "
-                                                 f"every index must be in [0, len(data)={n})")
-    return idx
-
-def _check_seed(seed): return check_int("seed", seed, 0)
-
-def _check_device(name, device) -> str:
-    "The canonical string of a torch device; a TypeError/ValueError naming `name` for anything torch.device refuses."
-    if not isinstance(device, (str, torch.device)): raise TypeError(f"{name}={device!r} must be a str such as 'cpu' or 'cuda:0'")
-    try: return str(torch.device(device))
-    except RuntimeError: raise ValueError(f"{name}={device!r} must name a torch device such as 'cpu' or 'cuda:0'") from None
+# the argument checks shared by this module (appendix "Checking the inputs")
+from .checks import _check_type, _check_iterable, _check_model, _check_index, _check_seed, _check_device
 
 # %% auto #0
 __all__ = ['SPECIALS', 'PAD', 'BOS', 'EOS', 'STDLIB_MODULES', 'PRECISIONS', 'PARALLEL', 'TASKS', 'Vocab', 'reverse_pairs',
