@@ -234,6 +234,91 @@ def test_open_and_save_leave_the_notebook_unchanged(lab):
     assert git(repo, "status", "--porcelain") == ""                    # nothing new either (no nbs/.last_checked)
 
 
+def run_all(page, log_path):
+    """Run every cell through the Run menu, as a learner would, and wait until every prompt shows a number.
+    (Cells whose source is folded show no prompt; the kernel going idle after the last prompt covers them.)"""
+    n_code = len(prompts(page))
+    for attempt in range(3):
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
+        try:
+            page.wait_for_function(
+                """() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputArea-prompt')]
+                           .some(e => e.textContent.trim() !== '[ ]:')""", timeout=20_000)
+            break
+        except Exception:
+            if attempt == 2: raise AssertionError(f"Run All Cells started no cell; prompts: {prompts(page)}")
+    try:
+        page.wait_for_function(
+            """n => { const ps = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputArea-prompt')]
+                         .map(e => e.textContent.trim());
+                     return ps.length === n && ps.every(p => /^\\[\\d+\\]:$/.test(p)); }""",
+            arg=n_code, timeout=RUN_ALL_TIMEOUT_S * 1000)
+    except Exception:
+        raise AssertionError(f"not every cell finished; prompts: {prompts(page)}\nerrors: {errors(page)}\n"
+                             f"server log: {log_path.read_text(errors='replace')[-2000:]}")
+
+
+def save_and_wait(page, path):
+    "Save with Ctrl+S in command mode and wait until the server has written the file."
+    page.locator(".jp-Notebook .jp-Cell").first.click()
+    page.keyboard.press("Escape")
+    mtime = path.stat().st_mtime_ns
+    page.keyboard.press("Control+s")
+    deadline = time.monotonic() + 30
+    while path.stat().st_mtime_ns == mtime:
+        assert time.monotonic() < deadline, "the notebook was not saved within 30 s"
+        time.sleep(0.2)
+    time.sleep(0.5)
+
+
+def diff_text(before: bytes, after: bytes, n=40):
+    import difflib
+    return "\n".join(list(difflib.unified_diff(before.decode().splitlines(), after.decode().splitlines(),
+                                                lineterm="", n=1))[:n])
+
+
+def test_run_all_change_a_control_save_and_reopen(lab):
+    """The learner's loop on the committed chapter 02: open (the tab is not marked unsaved), Run All, move the live
+    explorer's d_k slider, save. The file is what git has (no widget-view output, solutions still folded, streams as
+    committed) and `git status` is clean; reopened, no cell says "Error displaying widget"."""
+    from playwright.sync_api import sync_playwright
+    base, token, log_path, repo = lab
+    path = repo / "nbs" / NOTEBOOK
+    committed = path.read_bytes()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1100})
+            page.set_default_timeout(60_000)
+            open_notebook(page, base, token, NOTEBOOK)
+            wait_for_idle_kernel(base, token, timeout_s=90)
+            time.sleep(2)
+            assert page.locator(".lm-TabBar-tab.jp-mod-dirty").count() == 0, "the notebook opened marked unsaved"
+            page.locator(".jp-Notebook .jp-Cell").first.click()
+            run_all(page, log_path)
+            wait_for_idle_kernel(lab[0], lab[1], timeout_s=120)
+            assert errors(page) == []
+            handle = page.locator(".scaling-explorer-dk .noUi-handle")
+            handle.scroll_into_view_if_needed()
+            handle.focus()
+            page.keyboard.press("End")
+            page.wait_for_function("t => document.body.innerText.includes(t)", arg="d_k=1024,")
+            save_and_wait(page, path)
+            saved = path.read_bytes()
+            assert saved == committed, f"Run All and save changed the notebook:\n{diff_text(committed, saved)}"
+            assert git(repo, "status", "--porcelain") == ""
+            # -- reopen: the saved notebook shows no widget error
+            page.goto("about:blank")
+            open_notebook(page, base, token, NOTEBOOK)
+            time.sleep(2)
+            assert page.get_by_text("Error displaying widget").count() == 0
+            assert page.get_by_text("model not found").count() == 0
+        finally:
+            browser.close()
+    assert log_problems(log_path) == [], "\n".join(log_problems(log_path))
+
+
 def test_explorer_in_jupyterlab(lab):
     from playwright.sync_api import sync_playwright
     base, token, log_path, repo = lab
@@ -459,3 +544,76 @@ def test_save_hook_cleans_whatever_the_working_directory(tmp_path, monkeypatch):
     assert cell["metadata"] == {"trusted": True, "jupyter": {"source_hidden": True}}   # allowed keys and the trust flag
     assert cell["outputs"][0]["data"]["text/plain"] == "<object>"                       # clean_ids
     assert not (repo / "nbs" / ".last_checked").exists()
+
+
+def _lab_config():
+    from traitlets.config import Config
+    c = Config()
+    namespace = {"get_config": lambda: c}
+    exec(compile((LAB / "jupyter_server_config.py").read_text(), "jupyter_server_config.py", "exec"), namespace)
+    return namespace
+
+
+def test_save_hook_drops_widget_views_joins_streams_keeps_folding(tmp_path):
+    """After Run All, JupyterLab saves the live widget's view, and unfolds the cells that ran; the hook saves the
+    notebook as committed: no widget view (nor its bare repr), streams joined, the folding of the file on disk kept."""
+    from jupyter_server.services.contents.filemanager import FileContentsManager
+    hook = _lab_config()["nbdev_clean_jupyter"]
+    repo = tmp_path / "repo"
+    (repo / "nbs").mkdir(parents=True)
+    (repo / "settings.ini").write_bytes((ROOT / "settings.ini").read_bytes())
+    folded = {"jupyter": {"outputs_hidden": True, "source_hidden": True}}
+    on_disk = {"cells": [{"cell_type": "code", "id": "sol", "source": "x = 1", "metadata": folded, "outputs": []},
+                         {"cell_type": "markdown", "id": "md", "source": "s", "metadata": {"jupyter": {"source_hidden": True}}}]}
+    (repo / "nbs" / "x.ipynb").write_text(json.dumps(on_disk))
+    view = {"model_id": "abc", "version_major": 2, "version_minor": 0}
+    cells = [
+        {"cell_type": "code", "id": "w", "source": "ui", "metadata": {}, "execution_count": 1, "outputs": [
+            {"output_type": "execute_result", "execution_count": 1, "metadata": {},
+             "data": {"text/plain": "VBox(children=(...))", "application/vnd.jupyter.widget-view+json": view}}]},
+        {"cell_type": "code", "id": "both", "source": "w2", "metadata": {}, "execution_count": 2, "outputs": [
+            {"output_type": "display_data", "metadata": {},
+             "data": {"text/html": "<b>x</b>", "application/vnd.jupyter.widget-view+json": view}}]},
+        {"cell_type": "code", "id": "s", "source": "print(1); print(2)", "metadata": {}, "execution_count": 3,
+         "outputs": [{"output_type": "stream", "name": "stdout", "text": "1\n"},
+                     {"output_type": "stream", "name": "stdout", "text": "2\n"},
+                     {"output_type": "stream", "name": "stderr", "text": "w\n"}]},
+        {"cell_type": "code", "id": "sol", "source": "x = 1", "execution_count": 4, "outputs": [],
+         "metadata": {"collapsed": False, "jupyter": {"source_hidden": True}}},   # Lab unfolded the outputs
+        {"cell_type": "markdown", "id": "md", "source": "s", "metadata": {}},        # and the markdown's source
+        {"cell_type": "code", "id": "new", "source": "y", "metadata": {"jupyter": {"source_hidden": True}},
+         "execution_count": None, "outputs": []},                                   # folded by the learner: stays
+    ]
+    model = {"type": "notebook", "content": {"nbformat": 4, "nbformat_minor": 5, "cells": cells,
+             "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}}}
+    hook(model=model, path="x.ipynb", contents_manager=FileContentsManager(root_dir=str(repo / "nbs")))
+    by_id = {c["id"]: c for c in model["content"]["cells"]}
+    assert by_id["w"]["outputs"] == []                                              # the widget's output is gone
+    assert by_id["both"]["outputs"][0]["data"] == {"text/html": "<b>x</b>"}          # other representations stay
+    assert [(o["name"], o["text"]) for o in by_id["s"]["outputs"]] == [("stdout", "1\n2\n"), ("stderr", "w\n")]
+    assert by_id["sol"]["metadata"] == folded
+    assert by_id["md"]["metadata"] == {"jupyter": {"source_hidden": True}}
+    assert by_id["new"]["metadata"] == {"jupyter": {"source_hidden": True}}
+
+
+def test_open_gives_the_metadata_the_kernel_will_set(tmp_path):
+    """Opened through the course's contents manager, a clean notebook carries the kernelspec and language_info that
+    JupyterLab sets when the kernel answers (so opening does not mark it unsaved); the file itself is untouched."""
+    import asyncio
+    from jupyter_client.kernelspec import KernelSpecManager
+    from ipykernel.ipkernel import IPythonKernel
+    ns = _lab_config()
+    (tmp_path / "x.ipynb").write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "cells": [], "metadata": {
+        "kernelspec": {"display_name": "python3", "language": "python", "name": "python3"}}}))
+    before = (tmp_path / "x.ipynb").read_bytes()
+
+    from traitlets.config import Configurable
+
+    class Parent(Configurable):   # the server application, as far as the contents manager looks
+        kernel_spec_manager = KernelSpecManager()
+    cm = ns["CourseContentsManager"](root_dir=str(tmp_path), parent=Parent())
+    meta = asyncio.run(cm.get("x.ipynb"))["content"]["metadata"]
+    spec = Parent.kernel_spec_manager.get_kernel_spec("python3")
+    assert meta["kernelspec"] == {"display_name": spec.display_name, "language": "python", "name": "python3"}
+    assert meta["language_info"] == dict(IPythonKernel.language_info)
+    assert (tmp_path / "x.ipynb").read_bytes() == before

@@ -41,6 +41,19 @@ def drop_widgets(nb):
     nb.metadata.pop('widgets', None)
     return nb
 
+def merge_streams(nb):
+    "Join consecutive stream outputs of the same name into one, as JupyterLab does when it shows (and saves) them."
+    for cell in nb.cells:
+        merged = []
+        for o in cell.get('outputs', []):
+            if (o.get('output_type') == 'stream' and merged and merged[-1].get('output_type') == 'stream'
+                    and merged[-1].get('name') == o.get('name')):
+                merged[-1]['text'] = ''.join(merged[-1]['text']) + ''.join(o['text'])
+            else:
+                merged.append(o)
+        if 'outputs' in cell: cell.outputs = merged
+    return nb
+
 def run(path):
     import torch
     path = Path(path)
@@ -49,9 +62,12 @@ def run(path):
     ep.skip = () if torch.cuda.is_available() else ('cuda',)
     t = time.time()
     ep.preprocess(nb, {'metadata': {'path': str(path.parent)}})
-    nbformat.write(drop_widgets(nb), path)
+    nbformat.write(merge_streams(drop_widgets(nb)), path)
     print(f"{path}: executed in {time.time()-t:.1f}s")
 
 if __name__ == '__main__':
+    if sys.argv[1:2] == ['--merge-streams']:   # no execution: only join the stream outputs already saved
+        for a in sys.argv[2:]: nbformat.write(merge_streams(nbformat.read(a, as_version=4)), a)
+        sys.exit(0)
     for a in sys.argv[1:]: run(a)
     for a in sys.argv[1:]: subprocess.run([str(Path(sys.executable).parent/"nbdev_clean"), "--fname", a], cwd=ROOT, check=True)

@@ -48,6 +48,69 @@ def nbdev_clean_jupyter(model=None, path=None, contents_manager=None, **kwargs):
     for cell, flag in zip(cells, trusted):
         if flag is not None:
             cell.setdefault("metadata", {})["trusted"] = flag
+    _drop_widget_views(cells)
+    _merge_streams(cells)
+    _keep_folding(cells, path)
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def _drop_widget_views(cells):
+    """A widget's view needs the kernel that made it: saved, it reopens as "Error displaying widget: model not found".
+    The view goes; an output left with only its text repr (`VBox(children=...`) goes with it (as tools/run_nb.py does)."""
+    for cell in cells:
+        outputs = cell.get("outputs")
+        if not outputs:
+            continue
+        kept = []
+        for o in outputs:
+            data = o.get("data") or {}
+            if WIDGET_VIEW in data:
+                data.pop(WIDGET_VIEW)
+                if not set(data) - {"text/plain"}:
+                    continue
+            kept.append(o)
+        cell["outputs"] = kept
+
+
+def _merge_streams(cells):
+    "Consecutive stream outputs of one name as one output, as the front end shows them and tools/run_nb.py saves them."
+    for cell in cells:
+        outputs = cell.get("outputs")
+        if not outputs:
+            continue
+        merged = []
+        for o in outputs:
+            if (o.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream"
+                    and merged[-1].get("name") == o.get("name")):
+                merged[-1]["text"] = "".join(merged[-1]["text"]) + "".join(o["text"])
+            else:
+                merged.append(o)
+        cell["outputs"] = merged
+
+
+def _keep_folding(cells, path):
+    """Put back the folding (`jupyter.source_hidden` / `outputs_hidden`) a cell has in the file on disk.
+
+    JupyterLab unfolds a cell's outputs whenever the cell runs and a markdown cell's source when it renders, so
+    after Run All the exercise solutions would be saved unfolded and show unfolded on the next visit. Folding is
+    only ever added back, never removed: a cell the learner folds stays folded."""
+    try:
+        import json
+        on_disk = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
+    except Exception:  # a new notebook, or not one this hook can read: nothing to keep
+        return
+    folded = {c.get("id"): c["metadata"]["jupyter"] for c in on_disk
+              if c.get("id") and isinstance(c.get("metadata", {}).get("jupyter"), dict)}
+    for cell in cells:
+        keep = folded.get(cell.get("id"))
+        if not keep:
+            continue
+        meta = cell.setdefault("metadata", {}).setdefault("jupyter", {})
+        for key, value in keep.items():
+            if key in ("source_hidden", "outputs_hidden") and value and not meta.get(key):
+                meta[key] = value
 
 
 class CourseContentsManager(AsyncLargeFileManager):
@@ -60,6 +123,50 @@ class CourseContentsManager(AsyncLargeFileManager):
         super().__init__(**kwargs)
         self.register_pre_save_hook(nbdev_clean_jupyter)
 
+    async def get(self, path, content=True, type=None, format=None, **kwargs):
+        """The notebook as on disk, with the two metadata entries JupyterLab writes when the kernel starts.
+
+        The course commits notebooks as `nbdev_clean` leaves them: kernelspec display name "python3" and no
+        `language_info`. JupyterLab sets both as soon as its kernel answers, which marks every notebook unsaved
+        the moment it opens. Given here as the kernel will report them, the front end finds nothing to change;
+        the save hook removes them again, so the file on disk never holds them."""
+        model = await super().get(path, content=content, type=type, format=format, **kwargs)
+        if model.get("type") == "notebook" and content and model.get("content") is not None:
+            _add_kernel_metadata(model["content"], getattr(self.parent, "kernel_spec_manager", None))
+        return model
+
+
+def _language_info():
+    "What ipykernel reports as `language_info` for this Python (the kernel runs the server's interpreter)."
+    try:
+        from ipykernel.ipkernel import IPythonKernel
+        return dict(IPythonKernel.language_info)
+    except Exception:  # no ipykernel here: leave the metadata as it is
+        return None
+
+
+def _add_kernel_metadata(nb, kernel_spec_manager):
+    meta = nb.setdefault("metadata", {})
+    spec = meta.get("kernelspec") or {}
+    name = spec.get("name")
+    if not name or kernel_spec_manager is None:
+        return
+    try:
+        ks = kernel_spec_manager.get_kernel_spec(name)
+    except Exception:  # a kernel this server does not have: JupyterLab will ask which one to use
+        return
+    meta["kernelspec"] = {"display_name": ks.display_name, "language": ks.language, "name": name}
+    info = _language_info()
+    if info is not None and "language_info" not in meta:
+        meta["language_info"] = info
+
 
 c.ServerApp.contents_manager_class = CourseContentsManager
 c.ServerApp.ip = "127.0.0.1"   # this machine only; the login token is printed in the terminal
+
+# -- the start page: the printed link opens the course's index, and the learner's file browser shows the chapters,
+#    not the site's configuration (the files stay on disk; only Jupyter's listing leaves them out)
+c.LabApp.default_url = "/lab/tree/index.ipynb"
+c.ContentsManager.hide_globs = ["__pycache__", "*.pyc", "*.pyo", ".DS_Store", "*~", ".ipynb_checkpoints",
+                                "_quarto.yml", "nbdev.yml", "sidebar.yml", "styles.css", "_proc", "_docs", ".last_checked"]
+
