@@ -363,3 +363,13 @@ def test_variance_functions_and_explorer_flags(ex):
     with E(TypeError, "d_ks=3 must be an iterable of positive ints"): ex.curve(3)
     with E(TypeError, "d_ks='64' must be an iterable of positive ints"): ex.curve("64")
     assert all(len(c) == 0 for c in ex.curve([]).values())
+
+def test_dot_product_variance_is_the_chapters_first_cell():
+    "Chapter 02 opens with the simulation written out (q, k from one seeded generator, the variance of q·k): the function is that cell."
+    for d_k, n, seed in [(1, 16, 0), (512, 4096, 0), (7, 100, 3)]:
+        g = torch.Generator().manual_seed(seed)
+        q = torch.randn(n, d_k, generator=g, dtype=torch.float64)
+        k = torch.randn(n, d_k, generator=g, dtype=torch.float64)
+        s = (q * k).sum(-1)
+        assert dot_product_variance(d_k, n, seed=seed) == s.var().item()
+        assert dot_product_variance(d_k, n, scaled=True, seed=seed) == (s / math.sqrt(d_k)).var().item()

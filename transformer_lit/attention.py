@@ -109,7 +109,8 @@ def scaled_dot_product_attention(q: torch.Tensor, # queries (..., H, Lq, d_k)
     return (out, w.to(q.dtype)) if return_weights else out
 
 # %% ../nbs/00_attention.ipynb #ff6a9601
-_SDPA_HAS_GQA = torch.__version__ >= "2.5"                           # F.scaled_dot_product_attention(enable_gqa=...) is new in 2.5
+from torch.torch_version import TorchVersion
+_SDPA_HAS_GQA = TorchVersion(torch.__version__) >= (2, 5)            # F.scaled_dot_product_attention(enable_gqa=...) is new in 2.5
 
 def _allowed_rows(mask):
     "True for query rows of `mask` with at least one key they may attend to."

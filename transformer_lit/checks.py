@@ -198,6 +198,35 @@ def _check_probs(p, name="p", real=False):
     if p.dim() == 0: raise ValueError(f"{name}.dim()=0 must be at least 1: (..., n)")
     if p.shape[-1] == 0: raise ValueError(f"{name}.shape[-1]=0 must be >= 1 (a distribution over n >= 1 keys)")
 
+def _check_softmax_scores(scores):
+    "Raise unless `scores` is a real tensor (..., n), n >= 1, whose floating values are finite or -inf (a removed key)."
+    _check_probs(scores, "scores", real=True)
+    if scores.is_floating_point():  # -inf removes a key; +inf or NaN would make the whole row NaN
+        check_values(~(scores.isnan() | (scores == math.inf)), lambda: f"scores contains NaN or +inf "
+                     f"({int((scores.isnan() | (scores == math.inf)).sum())} of {scores.numel()} entries): they may hold finite values and -inf only")
+
+def _check_variance(d_k, n_samples, seed=0, scaled=False)->tuple:
+    "Return (d_k, n_samples, seed) as ints: d_k >= 1, n_samples >= 2, seed >= 0; `scaled` must be a bool."
+    d_k, n_samples = check_int('d_k', d_k), check_int('n_samples', n_samples, minimum=2)
+    seed = check_int('seed', seed, minimum=0); check_bool('scaled', scaled)
+    return d_k, n_samples, seed
+
+def _check_explorer_sizes(n_keys, n_queries, max_d_k)->tuple:
+    "Return the explorer's sizes as ints: n_keys >= 2 keys per query, n_queries >= 1, max_d_k >= 1."
+    return check_int('n_keys', n_keys, minimum=2), check_int('n_queries', n_queries), check_int('max_d_k', max_d_k)
+
+def _check_setting(d_k, scaled, temperature, max_d_k)->tuple:
+    "Return (d_k, temperature) for one explorer setting: a positive int d_k <= max_d_k, a bool `scaled`, a temperature > 0."
+    d_k = check_int('d_k', d_k); check_bool('scaled', scaled)
+    if d_k > max_d_k: raise ValueError(f"d_k={d_k} must be <= max_d_k={max_d_k}")
+    return d_k, _check_temperature(temperature)
+
+def _check_d_ks(d_ks):
+    "Raise a `TypeError` unless `d_ks` is an iterable (not a string); its items are checked one by one where they are used."
+    if isinstance(d_ks, (str, bytes)) or not hasattr(d_ks, '__iter__'):
+        raise TypeError(f"d_ks={d_ks!r} must be an iterable of positive ints")
+
+
 # %% ../nbs/appendix_checks.ipynb #c01mha1
 def check_kv_heads(n_heads: int, # H, already checked
                    n_kv_heads, # G: None (= H) or a positive int dividing H

@@ -7,11 +7,11 @@ __all__ = ['dot_product_variance', 'dot_product_variance_se', 'softmax_entropy',
            'saturation_metrics', 'ExplorerView', 'ScalingExplorer']
 
 # %% ../nbs/02_scaling.ipynb #09310c9a
-import math, numbers
+import math
 from dataclasses import dataclass
 import torch
-from .attention import check_bool, check_int, check_values
-from .checks import _check_probs, _check_temperature  # the validators (appendix "Checking the inputs")
+from .checks import check_int, _check_probs, _check_temperature  # the validators (appendix "Checking the inputs")
+from .checks import _check_softmax_scores, _check_variance, _check_explorer_sizes, _check_setting, _check_d_ks
 
 # %% ../nbs/02_scaling.ipynb #51ccc65b
 def dot_product_variance(
@@ -21,9 +21,7 @@ def dot_product_variance(
     seed:int=0,          # seed of the torch.Generator that draws q and k
 )->float:
     "Sample variance of q·k (or q·k/√d_k) over `n_samples` pairs of standard-normal vectors."
-    d_k = check_int('d_k', d_k)
-    n_samples = check_int('n_samples', n_samples, minimum=2)
-    seed = check_int('seed', seed, minimum=0); check_bool('scaled', scaled)
+    d_k, n_samples, seed = _check_variance(d_k, n_samples, seed, scaled)
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(n_samples, d_k, generator=g, dtype=torch.float64)  # (N, d_k)
     k = torch.randn(n_samples, d_k, generator=g, dtype=torch.float64)  # (N, d_k)
@@ -33,7 +31,7 @@ def dot_product_variance(
 
 def dot_product_variance_se(d_k:int, n_samples:int=4096)->float:
     "Standard error of the sample variance of q·k for standard-normal components: d_k·sqrt((2+6/d_k)/N)."
-    d_k, n_samples = check_int('d_k', d_k), check_int('n_samples', n_samples, minimum=2)
+    d_k, n_samples, _ = _check_variance(d_k, n_samples)
     return d_k * math.sqrt((2 + 6 / d_k) / n_samples)
 
 # %% ../nbs/02_scaling.ipynb #5542a815
@@ -65,10 +63,7 @@ def saturation_metrics(
     temperature:float=1.0,   # divide the scores by this before the softmax
 )->dict:
     "Softmax of `scores/temperature` and its largest probability, entropy and Jacobian norm per row."
-    _check_probs(scores, "scores", real=True); temperature = _check_temperature(temperature)
-    if scores.is_floating_point():  # -inf removes a key; +inf or NaN would make the whole row NaN
-        check_values(~(scores.isnan() | (scores == math.inf)), lambda: f"scores contains NaN or +inf "
-                     f"({int((scores.isnan() | (scores == math.inf)).sum())} of {scores.numel()} entries): they may hold finite values and -inf only")
+    _check_softmax_scores(scores); temperature = _check_temperature(temperature)
     dtype = torch.promote_types(scores.dtype, torch.float32)  # statistics in >= float32
     p = torch.softmax(scores.to(dtype) / temperature, dim=-1)
     return dict(probs=p, max_prob=p.amax(-1), entropy=softmax_entropy(p), jacobian_norm=softmax_jacobian_norm(p))
@@ -92,9 +87,7 @@ class ScalingExplorer:
                  n_queries:int=256,  # queries averaged over
                  max_d_k:int=1024,   # largest d_k; a setting uses the first d_k components
                 ):
-        self.n_keys = check_int('n_keys', n_keys, minimum=2)
-        self.n_queries = check_int('n_queries', n_queries)
-        self.max_d_k = check_int('max_d_k', max_d_k)
+        self.n_keys, self.n_queries, self.max_d_k = _check_explorer_sizes(n_keys, n_queries, max_d_k)
         self._draws = {}  # seed -> (q, k); an explicit, bounded cache of random draws
 
     def draws(self, seed:int=0):
@@ -110,9 +103,7 @@ class ScalingExplorer:
 
     def scores(self, d_k:int, scaled:bool=True, temperature:float=1.0, seed:int=0)->torch.Tensor:
         "Softmax inputs q kᵀ / (√d_k if scaled) / temperature, shape (n_queries, n_keys)."
-        d_k = check_int('d_k', d_k); check_bool('scaled', scaled)
-        if d_k > self.max_d_k: raise ValueError(f"d_k={d_k} must be <= max_d_k={self.max_d_k}")
-        temperature = _check_temperature(temperature)
+        d_k, temperature = _check_setting(d_k, scaled, temperature, self.max_d_k)
         q, k = self.draws(seed)
         s = q[:, :d_k] @ k[:, :d_k].T  # (n_queries, n_keys)
         if scaled: s = s / math.sqrt(d_k)
@@ -127,8 +118,7 @@ class ScalingExplorer:
 
     def curve(self, d_ks, scaled:bool=True, temperature:float=1.0, seed:int=0)->dict:
         "The three mean measures at each d_k in `d_ks`: name -> float64 tensor of len(d_ks)."
-        if isinstance(d_ks, (str, bytes)) or not hasattr(d_ks, '__iter__'):
-            raise TypeError(f"d_ks={d_ks!r} must be an iterable of positive ints")
+        _check_d_ks(d_ks)
         views = [self(d, scaled, temperature, seed) for d in d_ks]
         return {name: torch.tensor([getattr(v, name) for v in views], dtype=torch.float64)
                 for name in ('max_prob', 'entropy', 'jacobian_norm')}
