@@ -9,7 +9,7 @@ from transformer_lit.blocks import (BLOCK_ACTIVATIONS, DecoderBlock, DecoderOnly
                                     make_norm)
 from transformer_lit.ffn import FeedForward, SwiGLU
 from transformer_lit.masks import causal_mask, combine_masks, from_torch_masks, padding_mask
-from transformer_lit.multihead import CrossKVCache, KVCache
+from transformer_lit.multihead import CrossKVCache, KVCache, MultiHeadAttention
 from transformer_lit.norm import LayerNorm, RMSNorm
 from transformer_lit.positional import RotaryEmbedding, alibi_bias
 
@@ -474,3 +474,83 @@ def test_decoder_block_names_memory_cache():
         with pytest.raises(TypeError, match="^" + re.escape(f"memory_cache must be a CrossKVCache (the memory's keys and values) or None, got {type(bad).__name__}")):
             blk(x, x, memory_cache=bad)
     mc = CrossKVCache(); blk(x, x, memory_cache=mc); assert len(mc) == 3
+
+
+# ---------------------------------------------------------------- the first forms of chapter 08 equal the shipped blocks
+class TinyEncoderBlock(nn.Module):
+    "Chapter 08's first form, word for word."
+    def __init__(self, d_model, n_heads, d_ff, norm_first=True):
+        super().__init__()
+        self.ln_1, self.attn = LayerNorm(d_model), MultiHeadAttention(d_model, n_heads)
+        self.ln_2, self.mlp = LayerNorm(d_model), FeedForward(d_model, d_ff)
+        self.norm_first = norm_first
+
+    def forward(self, x, mask=None, is_causal=False):
+        if self.norm_first:                                  # pre-norm: the stream itself is never normalised
+            x = x + self.attn(self.ln_1(x), mask=mask, is_causal=is_causal)
+            x = x + self.mlp(self.ln_2(x))
+        else:                                                # post-norm: normalise after each addition
+            x = self.ln_1(x + self.attn(x, mask=mask, is_causal=is_causal))
+            x = self.ln_2(x + self.mlp(x))
+        return x
+
+class TinyDecoderOnlyBlock(TinyEncoderBlock):
+    "GPT's block: the encoder block, called causally."
+    def forward(self, x): return super().forward(x, is_causal=True)
+
+class TinyDecoderBlock(nn.Module):
+    "Causal self-attention, cross-attention to the encoder's output (the memory), then the FFN."
+    def __init__(self, d_model, n_heads, d_ff, norm_first=True):
+        super().__init__()
+        self.ln_1, self.attn = LayerNorm(d_model), MultiHeadAttention(d_model, n_heads)
+        self.ln_2, self.cross = LayerNorm(d_model), MultiHeadAttention(d_model, n_heads)
+        self.ln_3, self.mlp = LayerNorm(d_model), FeedForward(d_model, d_ff)
+        self.norm_first = norm_first
+
+    def forward(self, x, memory, memory_mask=None):
+        if self.norm_first:
+            x = x + self.attn(self.ln_1(x), is_causal=True)
+            x = x + self.cross(self.ln_2(x), memory, mask=memory_mask)   # queries from x; keys, values from memory
+            x = x + self.mlp(self.ln_3(x))
+        else:
+            x = self.ln_1(x + self.attn(x, is_causal=True))
+            x = self.ln_2(x + self.cross(x, memory, mask=memory_mask))
+            x = self.ln_3(x + self.mlp(x))
+        return x
+
+
+def tiny_state(block):
+    "The state dict of a shipped block under the names of its first form (ln_1, attn, ln_2, cross, ln_3, mlp)."
+    parts = ["self_attn", "cross_attn", "ffn"] if isinstance(block, DecoderBlock) else ["self_attn", "ffn"]
+    short = {"self_attn": "attn", "cross_attn": "cross", "ffn": "mlp"}
+    out = {}
+    for key, value in block.state_dict().items():
+        part, kind, rest = key.split(".", 2)
+        out[f"ln_{parts.index(part) + 1}.{rest}" if kind == "norm" else f"{short[part]}.{rest}"] = value
+    return out
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("B,T,S,d,h,ff", [(1, 1, 1, 8, 2, 16), (2, 7, 5, 16, 4, 24), (3, 13, 9, 24, 3, 40)])
+def test_first_forms_equal_shipped_blocks(norm_first, B, T, S, d, h, ff):
+    torch.manual_seed(0)
+    x, memory = torch.randn(B, T, d, dtype=F64), torch.randn(B, S, d, dtype=F64)
+    mem_mask = padding_mask([S] + [max(1, S - 2 - i) for i in range(B - 1)], S)[:, None, None, :]
+    src_mask = padding_mask([T] + [max(1, T - 3)] * (B - 1), T)[:, None, None, :]
+    cases = [(EncoderBlock, TinyEncoderBlock, (x,), dict(mask=src_mask), dict(mask=src_mask)),
+             (DecoderOnlyBlock, TinyDecoderOnlyBlock, (x,), dict(is_causal=True), {}),
+             (DecoderBlock, TinyDecoderBlock, (x, memory), dict(is_causal=True, memory_mask=mem_mask), dict(memory_mask=mem_mask))]
+    for Shipped, Tiny, args, kw, tiny_kw in cases:
+        shipped, tiny = Shipped(d, h, ff, norm_first=norm_first).double(), Tiny(d, h, ff, norm_first).double()
+        tiny.load_state_dict(tiny_state(shipped))            # strict: every parameter has its place
+        torch.testing.assert_close(tiny(*args, **tiny_kw), shipped(*args, **kw), **TOL[F64])
+
+
+def test_first_forms_differ_when_the_norm_moves():
+    "The equality above is not vacuous: the first form with the other norm placement gives other numbers."
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, D, dtype=F64)
+    shipped = EncoderBlock(D, H, FF, norm_first=True).double()
+    tiny = TinyEncoderBlock(D, H, FF, norm_first=False).double()
+    tiny.load_state_dict(tiny_state(shipped))
+    assert (tiny(x) - shipped(x)).abs().max() > 1e-3

@@ -257,7 +257,7 @@ def test_no_leakage_by_gradients(how):
     assert torch.all(J[causal_mask(T)] > 0)
 
 
-def test_teacher_forcing_equals_stepwise():
+def test_parallel_pass_equals_stepwise():
     torch.manual_seed(1)
     stack = TinyCausalStack().double()
     x = torch.randn(3, 9, 8, dtype=torch.float64)

@@ -10,8 +10,10 @@ import torch
 from torch import nn, Tensor
 from .attention import check_int
 from .multihead import CrossKVCache, KVCache, MultiHeadAttention
-from .norm import LayerNorm, RMSNorm, Residual, _check_eps
+from .norm import LayerNorm, RMSNorm, Residual
 from .ffn import ACTIVATIONS, make_ffn
+# the input checks live in the appendix "Checking the inputs"; each entry calls one in one line
+from .checks import _check_block_args, _check_decoder_inputs, _check_stream as _check_x
 
 # %% ../nbs/08_cross_attention.ipynb #47c7aca8
 BLOCK_ACTIVATIONS = ("swiglu", *ACTIVATIONS)  # "swiglu" builds a `SwiGLU`, the others a `FeedForward`
@@ -28,19 +30,9 @@ def make_norm(norm:str, # "layer" (`LayerNorm`) or "rms" (`RMSNorm`)
     if norm == "layer": return LayerNorm(d_model, bias=bias) if eps is None else LayerNorm(d_model, eps, bias=bias)
     return RMSNorm(d_model) if eps is None else RMSNorm(d_model, eps)   # "rms"
 
-def _check_x(x, d_model, name="x", dtype=None):
-    "Raise a `TypeError`/`ValueError` naming `name` unless it is a (B, T, d_model) floating tensor of the parameters' `dtype`."
-    if not isinstance(x, Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if not x.is_floating_point(): raise TypeError(f"{name}.dtype={x.dtype} must be a floating dtype")
-    if dtype is not None and x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):  # autocast casts itself
-        raise TypeError(f"{name}.dtype={x.dtype} must equal the module's parameter dtype {dtype}")
-    if x.dim() != 3 or x.shape[-1] != d_model:
-        raise ValueError(f"{name}.shape={tuple(x.shape)} must be (B, T, d_model={d_model})")
-
 def _sublayers(d_model, d_ff, dropout, activation, norm_first, bias, norm, layer_norm_eps):
     "Check the shared block arguments; return (a function wrapping a sublayer in a `Residual`, the FFN)."
-    if layer_norm_eps is not None: _check_eps(layer_norm_eps, "layer_norm_eps")   # the norms' ε, named as the block's argument
-    if activation not in BLOCK_ACTIVATIONS: raise ValueError(f"activation={activation!r} must be one of {BLOCK_ACTIVATIONS}")
+    _check_block_args(activation, layer_norm_eps, BLOCK_ACTIVATIONS)
     if d_ff is None and activation != "swiglu": d_ff = 4 * d_model  # the 2017 ratio; SwiGLU uses its 2/3 rule
     residual = lambda f: Residual(f, d_model, norm_first, make_norm(norm, d_model, layer_norm_eps, bias), dropout)
     return residual, make_ffn(d_model, d_ff, activation, dropout, bias)
@@ -80,8 +72,8 @@ class EncoderBlock(nn.Module):
                 positions:Tensor|None=None, # positions for `rotary` (default 0..T-1)
                ) -> Tensor: # (B, T, d_model)
         _check_x(x, self.d_model, dtype=self.self_attn.sublayer.out_proj.weight.dtype)
-        x = self.self_attn(x, mask=mask, is_causal=is_causal, attn_bias=attn_bias, positions=positions)
-        x = self.ffn(x)
+        x = self.self_attn(x, mask=mask, is_causal=is_causal, attn_bias=attn_bias, positions=positions)  # x + attn(ln(x)), or ln(x + attn(x))
+        x = self.ffn(x)                                                                                   # x + ffn(ln(x)), or ln(x + ffn(x))
         return x
 
 # %% ../nbs/08_cross_attention.ipynb #5f486895
@@ -122,11 +114,7 @@ class DecoderBlock(nn.Module):
                 use_cache:bool=False, # return (out, cache), creating the cache if none was given
                ):
         "Returns `out` (B, Lq, d_model), or `(out, cache)` when `use_cache`."
-        dtype = self.self_attn.sublayer.out_proj.weight.dtype
-        _check_x(x, self.d_model, dtype=dtype); _check_x(memory, self.d_model, "memory", dtype)
-        if memory.shape[0] != x.shape[0]: raise ValueError(f"memory.shape[0]={memory.shape[0]} must equal x.shape[0]={x.shape[0]} (batch)")
-        if memory_cache is not None and not isinstance(memory_cache, CrossKVCache):
-            raise TypeError(f"memory_cache must be a CrossKVCache (the memory's keys and values) or None, got {type(memory_cache).__name__}")
+        _check_decoder_inputs(x, memory, memory_cache, self.d_model, self.self_attn.sublayer.out_proj.weight.dtype, CrossKVCache)
         if use_cache and cache is None: cache = KVCache()
         x = self.self_attn(x, mask=self_mask, is_causal=is_causal, attn_bias=attn_bias, positions=positions, cache=cache)
         x = self.cross_attn(x, memory, mask=memory_mask, cache=memory_cache)  # queries from x, keys and values from the memory

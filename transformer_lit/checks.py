@@ -453,6 +453,81 @@ def check_rope_scaling(scaling:dict|None, # None, or a Hugging Face rope_scaling
         out['truncate'] = tr
     return out
 
+# %% ../nbs/appendix_checks.ipynb #c07mask1
+def _check_bool_2d(mask):
+    "Raise unless `mask` is a 2-D bool tensor (`mask_to_str`)."
+    if not isinstance(mask, torch.Tensor): raise TypeError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool: raise TypeError(f"mask.dtype={mask.dtype} must be torch.bool (True = may attend)")
+    if mask.dim() != 2: raise ValueError(f"mask.shape={tuple(mask.shape)} must be 2-D (Lq, Lk)")
+
+def _check_additive(mask, dtype):
+    "Raise unless `mask` is a bool or floating tensor and `dtype` a floating dtype (`to_additive`)."
+    if not isinstance(mask, torch.Tensor): raise TypeError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
+    _check_float_dtype("dtype", dtype)
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise TypeError(f"mask.dtype={mask.dtype} must be torch.bool or floating point")
+
+def _check_lengths(lengths, max_len):
+    "Return (lengths as a 1-D integer tensor, max_len as an int, default the largest length); raise unless 0 <= lengths <= max_len (`padding_mask`)."
+    if not isinstance(lengths, (torch.Tensor, list, tuple)):
+        raise TypeError(f"lengths must be a 1-D integer tensor or a list of ints, got {type(lengths).__name__}")
+    if not isinstance(lengths, torch.Tensor):  # an empty list would become float32: make it an empty int tensor
+        lengths = torch.as_tensor(lengths) if len(lengths) else torch.zeros(0, dtype=torch.long)
+    _check_int_tensor("lengths", lengths)
+    if lengths.dim() != 1: raise ValueError(f"lengths.shape={tuple(lengths.shape)} must be 1-D (B,)")
+    check_values(lengths >= 0, lambda: f"lengths={lengths.tolist()} must be >= 0")
+    if max_len is None: max_len = int(lengths.max()) if lengths.numel() else 0   # the output's shape: this one reads the values
+    check_int("max_len", max_len, minimum=0)
+    check_values(lengths <= max_len, lambda: f"lengths={lengths.tolist()} must be <= max_len={max_len}")
+    return lengths, max_len
+
+def _check_masks(masks):
+    "Raise unless every mask is a bool or floating tensor and their shapes broadcast together (`combine_masks`)."
+    for m in masks:
+        if not isinstance(m, torch.Tensor): raise TypeError(f"mask must be a torch.Tensor or None, got {type(m).__name__}")
+        if m.dtype != torch.bool and not m.is_floating_point():
+            raise TypeError(f"mask.dtype={m.dtype} must be torch.bool or floating point")
+    try: torch.broadcast_shapes(*(m.shape for m in masks))
+    except RuntimeError: raise ValueError(f"masks of shapes {[tuple(m.shape) for m in masks]} must broadcast together") from None
+
+def _check_torch_masks(attn_mask, key_padding_mask, n_heads):
+    "Raise unless PyTorch's pair of masks (and `n_heads` for a 3-D attn_mask) can be converted (`from_torch_masks`)."
+    for name, m in (("attn_mask", attn_mask), ("key_padding_mask", key_padding_mask)):
+        if m is None: continue
+        if not isinstance(m, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor or None, got {type(m).__name__}")
+        if m.dtype != torch.bool and not m.is_floating_point():
+            raise TypeError(f"{name}.dtype={m.dtype} must be torch.bool (True = blocked, torch's convention) or floating point")
+    if attn_mask is not None:
+        if attn_mask.dim() == 3:
+            if n_heads is None: raise ValueError(f"attn_mask.shape={tuple(attn_mask.shape)} is 3-D (B*H, Lq, Lk): pass n_heads")
+            if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads <= 0 or attn_mask.shape[0] % n_heads:
+                raise ValueError(f"n_heads={n_heads!r} must be a positive int dividing attn_mask.shape[0]={attn_mask.shape[0]} (B*H)")
+        elif attn_mask.dim() != 2: raise ValueError(f"attn_mask.shape={tuple(attn_mask.shape)} must be (Lq, Lk) or (B*H, Lq, Lk)")
+    if key_padding_mask is not None and key_padding_mask.dim() != 2:
+        raise ValueError(f"key_padding_mask.shape={tuple(key_padding_mask.shape)} must be (B, Lk)")
+
+# %% ../nbs/appendix_checks.ipynb #c08blk1
+def _check_stream(x, d_model, name="x", dtype=None):
+    "Raise a `TypeError`/`ValueError` naming `name` unless it is a (B, T, d_model) floating tensor of the parameters' `dtype`."
+    if not isinstance(x, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point(): raise TypeError(f"{name}.dtype={x.dtype} must be a floating dtype")
+    if dtype is not None and x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):  # autocast casts itself
+        raise TypeError(f"{name}.dtype={x.dtype} must equal the module's parameter dtype {dtype}")
+    if x.dim() != 3 or x.shape[-1] != d_model:
+        raise ValueError(f"{name}.shape={tuple(x.shape)} must be (B, T, d_model={d_model})")
+
+def _check_block_args(activation, layer_norm_eps, activations):
+    "Raise naming the argument unless `activation` is one of `activations` and `layer_norm_eps` is None or a finite number > 0."
+    if layer_norm_eps is not None: _check_eps(layer_norm_eps, "layer_norm_eps")   # the norms' ε, named as the block's argument
+    if activation not in activations: raise ValueError(f"activation={activation!r} must be one of {activations}")
+
+def _check_decoder_inputs(x, memory, memory_cache, d_model, dtype, cache_type):
+    "Raise naming the argument unless the target `x` and the `memory` are (B, T, d_model) streams of one batch and `memory_cache` a `cache_type` or None."
+    _check_stream(x, d_model, dtype=dtype); _check_stream(memory, d_model, "memory", dtype)
+    if memory.shape[0] != x.shape[0]: raise ValueError(f"memory.shape[0]={memory.shape[0]} must equal x.shape[0]={x.shape[0]} (batch)")
+    if memory_cache is not None and not isinstance(memory_cache, cache_type):
+        raise TypeError(f"memory_cache must be a {cache_type.__name__} (the memory's keys and values) or None, got {type(memory_cache).__name__}")
+
 # %% ../nbs/appendix_checks.ipynb #eec23bf3
 def _check_number(name, value, above=None, allow_none=False, note=""):
     "Raise a `TypeError` (not a real number) or `ValueError` (not finite, or not > `above`) naming `name`."

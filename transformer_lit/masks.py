@@ -8,16 +8,16 @@ __all__ = ['mask_to_str', 'to_additive', 'padding_mask', 'combine_masks', 'from_
 # %% ../nbs/07_causal_mask.ipynb #3c988672
 import torch
 from torch import Tensor
-from .attention import check_int, check_values, causal_mask, _check_float_dtype, _check_int_tensor
+from .attention import causal_mask
+# the input checks live in the appendix "Checking the inputs"; each entry below calls one in one line
+from .checks import _check_additive, _check_bool_2d, _check_lengths, _check_masks, _check_torch_masks
 _all_ = ['causal_mask']  # defined in chapter 00, re-exported here with its alignment explained
 
 # %% ../nbs/07_causal_mask.ipynb #b51aaf0f
 def mask_to_str(mask:Tensor, # bool (Lq, Lk), True = may attend
                ) -> str: # one line per query: "■" may attend, "·" blocked
     "Draw a 2-D bool mask as text."
-    if not isinstance(mask, Tensor): raise TypeError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
-    if mask.dtype != torch.bool: raise TypeError(f"mask.dtype={mask.dtype} must be torch.bool (True = may attend)")
-    if mask.dim() != 2: raise ValueError(f"mask.shape={tuple(mask.shape)} must be 2-D (Lq, Lk)")
+    _check_bool_2d(mask)
     return "\n".join("".join("■" if a else "·" for a in row) for row in mask.tolist())
 
 # %% ../nbs/07_causal_mask.ipynb #f9fb901f
@@ -25,28 +25,16 @@ def to_additive(mask:Tensor, # bool (True = may attend) or float (returned as it
                 dtype:torch.dtype=torch.float32, # dtype of the float mask built from a bool one
                ) -> Tensor: # float mask: 0 where allowed, -inf where blocked
     "The float mask that is added to the scores: 0 where `mask` is True, -inf where it is False."
-    if not isinstance(mask, Tensor): raise TypeError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
-    _check_float_dtype("dtype", dtype)
-    if mask.dtype == torch.bool:
-        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
-    if not mask.is_floating_point(): raise TypeError(f"mask.dtype={mask.dtype} must be torch.bool or floating point")
-    return mask
+    _check_additive(mask, dtype)
+    if mask.dtype != torch.bool: return mask                                    # a float mask already
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
 
 # %% ../nbs/07_causal_mask.ipynb #92516e79
 def padding_mask(lengths, # (B,) number of real tokens per sequence: a 1-D integer tensor or a list of ints
                  max_len:int|None=None, # padded length T (default: the largest length)
                 ) -> Tensor: # bool (B, T), True on real tokens (right padding)
     "Bool mask of the real tokens of right-padded sequences."
-    if not isinstance(lengths, (Tensor, list, tuple)):
-        raise TypeError(f"lengths must be a 1-D integer tensor or a list of ints, got {type(lengths).__name__}")
-    if not isinstance(lengths, Tensor):  # an empty list would become float32: make it an empty int tensor
-        lengths = torch.as_tensor(lengths) if len(lengths) else torch.zeros(0, dtype=torch.long)
-    _check_int_tensor("lengths", lengths)
-    if lengths.dim() != 1: raise ValueError(f"lengths.shape={tuple(lengths.shape)} must be 1-D (B,)")
-    check_values(lengths >= 0, lambda: f"lengths={lengths.tolist()} must be >= 0")
-    if max_len is None: max_len = int(lengths.max()) if lengths.numel() else 0   # the output's shape: this one reads the values
-    check_int("max_len", max_len, minimum=0)
-    check_values(lengths <= max_len, lambda: f"lengths={lengths.tolist()} must be <= max_len={max_len}")
+    lengths, max_len = _check_lengths(lengths, max_len)   # a list becomes a tensor; max_len defaults to the longest
     return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]  # (B, T)
 
 # %% ../nbs/07_causal_mask.ipynb #06a6f2be
@@ -55,12 +43,7 @@ def combine_masks(*masks:Tensor|None, # bool (True = may attend) or float (added
     "Combine masks that must all hold: bool masks by AND; if any mask is float, the sum of the float forms."
     ms = [m for m in masks if m is not None]
     if not ms: return None
-    for m in ms:
-        if not isinstance(m, Tensor): raise TypeError(f"mask must be a torch.Tensor or None, got {type(m).__name__}")
-        if m.dtype != torch.bool and not m.is_floating_point():
-            raise TypeError(f"mask.dtype={m.dtype} must be torch.bool or floating point")
-    try: torch.broadcast_shapes(*(m.shape for m in ms))
-    except RuntimeError: raise ValueError(f"masks of shapes {[tuple(m.shape) for m in ms]} must broadcast together") from None
+    _check_masks(ms)
     if all(m.dtype == torch.bool for m in ms):
         out = ms[0]
         for m in ms[1:]: out = out & m
@@ -76,23 +59,12 @@ def from_torch_masks(attn_mask:Tensor|None=None, # torch's attn_mask: bool (True
                      n_heads:int|None=None, # H, needed to unfold a 3-D attn_mask
                     ) -> Tensor|None: # our mask (True = may attend, or float added), broadcastable to (B, H, Lq, Lk)
     "Convert the masks of `nn.MultiheadAttention` and of the `nn.Transformer` layers to this course's convention."
+    _check_torch_masks(attn_mask, key_padding_mask, n_heads)
     a = p = None
-    for name, m in (("attn_mask", attn_mask), ("key_padding_mask", key_padding_mask)):
-        if m is None: continue
-        if not isinstance(m, Tensor): raise TypeError(f"{name} must be a torch.Tensor or None, got {type(m).__name__}")
-        if m.dtype != torch.bool and not m.is_floating_point():
-            raise TypeError(f"{name}.dtype={m.dtype} must be torch.bool (True = blocked, torch's convention) or floating point")
     if attn_mask is not None:
-        a = ~attn_mask if attn_mask.dtype == torch.bool else attn_mask
-        if a.dim() == 3:
-            if n_heads is None: raise ValueError(f"attn_mask.shape={tuple(a.shape)} is 3-D (B*H, Lq, Lk): pass n_heads")
-            if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads <= 0 or a.shape[0] % n_heads:
-                raise ValueError(f"n_heads={n_heads!r} must be a positive int dividing attn_mask.shape[0]={a.shape[0]} (B*H)")
-            a = a.view(-1, n_heads, *a.shape[-2:])                  # (B, H, Lq, Lk)
-        elif a.dim() != 2: raise ValueError(f"attn_mask.shape={tuple(a.shape)} must be (Lq, Lk) or (B*H, Lq, Lk)")
+        a = ~attn_mask if attn_mask.dtype == torch.bool else attn_mask      # torch's True = blocked; ours: may attend
+        if a.dim() == 3: a = a.view(-1, n_heads, *a.shape[-2:])             # (B, H, Lq, Lk)
     if key_padding_mask is not None:
-        if key_padding_mask.dim() != 2:
-            raise ValueError(f"key_padding_mask.shape={tuple(key_padding_mask.shape)} must be (B, Lk)")
         p = ~key_padding_mask if key_padding_mask.dtype == torch.bool else key_padding_mask
-        p = p[:, None, None, :]                                      # (B, 1, 1, Lk)
+        p = p[:, None, None, :]                                             # (B, 1, 1, Lk)
     return combine_masks(a, p)
