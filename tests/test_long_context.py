@@ -91,3 +91,18 @@ def test_llama3_is_metas_apply_scaling(f, D):
             ref.append((1 - s) * fr / f + s * fr)
     sc = {'rope_type': 'llama3', 'factor': f, 'original_max_position_embeddings': L, 'low_freq_factor': lo, 'high_freq_factor': hi}
     torch.testing.assert_close(rope_inv_freq(D, 500000.0, sc)[0], torch.tensor(ref, dtype=f64), rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("sc", [{'rope_type': 'linear', 'factor': 2.0},
+                                {'rope_type': 'dynamic', 'factor': 2.0, 'original_max_position_embeddings': 16},
+                                {'rope_type': 'yarn', 'factor': 4.0, 'original_max_position_embeddings': 16},
+                                {'rope_type': 'llama3', 'factor': 8.0, 'original_max_position_embeddings': 16,
+                                 'low_freq_factor': 1.0, 'high_freq_factor': 4.0}])
+def test_frequencies_are_real_cpu_tensors_under_a_meta_device_context(sc):
+    "Checkpoint loaders build models under torch.device('meta'); the frequency tables must still be computed."
+    expected = rope_inv_freq(16, 10000.0, sc, seq_len=40)
+    with torch.device('meta'):
+        got = rope_inv_freq(16, 10000.0, sc, seq_len=40)
+    assert got[0].device.type == 'cpu'
+    torch.testing.assert_close(got[0], expected[0], rtol=0, atol=0)
+    assert got[1] == expected[1]
