@@ -106,3 +106,18 @@ def test_frequencies_are_real_cpu_tensors_under_a_meta_device_context(sc):
     assert got[0].device.type == 'cpu'
     torch.testing.assert_close(got[0], expected[0], rtol=0, atol=0)
     assert got[1] == expected[1]
+
+
+@pytest.mark.parametrize("key", ["rope_type", "type"])
+@pytest.mark.parametrize("kind,extra", [("dynamic", {}), ("yarn", {}), ("llama3", {"low_freq_factor": 1.0, "high_freq_factor": 4.0})])
+def test_both_spellings_with_and_without_the_training_length(key, kind, extra):
+    "A dict as config.json writes it: the length is refused when absent (naming the key), and both spellings agree when present."
+    bare = {key: kind, "factor": 4.0, **extra}
+    with pytest.raises(ValueError, match=r"needs the keys \['original_max_position_embeddings'\]"):
+        RotaryEmbedding(16, scaling=bare)
+    full = bare | {"original_max_position_embeddings": 32}
+    other = {("type" if key == "rope_type" else "rope_type"): kind, **{k: v for k, v in full.items() if k != key}}
+    torch.manual_seed(0)
+    x = torch.randn(1, 2, 80, 16, dtype=f64)                                    # past the 32 positions
+    torch.testing.assert_close(RotaryEmbedding(16, scaling=full)(x), RotaryEmbedding(16, scaling=other)(x), rtol=0, atol=0)
+    assert not torch.allclose(RotaryEmbedding(16, scaling=full)(x), RotaryEmbedding(16)(x))

@@ -25,7 +25,6 @@ def sinusoidal_frequencies(d:int, # an even dimension (d_model, or head_dim for 
     i = torch.arange(d // 2, dtype=torch.float64, device='cpu')   # a CPU table, even under a meta-device context
     return base ** (-2 * i / d)
 
-#| export
 def sinusoidal_encoding(n_positions:int, # number of positions 0 .. n_positions-1
                         d_model:int, # even model width
                         base:float=10000.0, # the paper's 10000
