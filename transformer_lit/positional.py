@@ -13,7 +13,8 @@ import torch
 from torch import nn, Tensor
 from .attention import (causal_mask, check_bool, check_int, check_values, _check_float_dtype, _check_int_tensor,
                                        _check_real)
-from .checks import check_rope_scaling, _check_base  # validated in the appendix on input checks
+from .checks import (check_rope_scaling, _check_base, _check_pe_input, _check_pe_positions, _check_rope_pairs,
+                                    _check_rope_tables, _check_rope_input)  # the appendix on input checks
 
 
 # %% ../nbs/05_positional.ipynb #p05c009
@@ -59,23 +60,6 @@ def rotation_matrix(m:float, # position (any real; negative rotates backwards)
     return torch.block_diag(*blocks)                                          # (d, d)
 
 # %% ../nbs/05_positional.ipynb #p05c023
-def _check_x(x, d, name='x'):
-    "Raise unless x is a floating (B, T, d) tensor."
-    if not torch.is_tensor(x): raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if not x.is_floating_point(): raise TypeError(f"{name}.dtype={x.dtype} must be a floating dtype")
-    if x.dim() != 3 or x.shape[-1] != d:
-        raise ValueError(f"{name}.shape={tuple(x.shape)} must be (B, T, {d})")
-
-def _check_positions(positions, T, limit=None):
-    "Raise unless `positions` is an integer (T,) or (B, T) tensor of values >= 0 (and < limit); the values are read only on the CPU in eager mode."
-    _check_int_tensor('positions', positions)
-    if positions.dim() not in (1, 2) or positions.shape[-1] != T:
-        raise ValueError(f"positions.shape={tuple(positions.shape)} must be (T,) or (B, T) with T={T}")
-    check_values(positions >= 0, lambda: f"positions must be >= 0, got a minimum of {int(positions.min())}")
-    if limit is not None:
-        check_values(positions < limit, lambda: f"positions up to {int(positions.max())} need a table longer than "
-                                                f"max_len={limit}: a learned table has no rows past its length")
-
 class SinusoidalPositionalEmbedding(nn.Module):
     "x + PE[offset : offset+T] (or PE at `positions`) for x of shape (B, T, d_model); no parameters, any length."
     def __init__(self, d_model:int, base:float=10000.0):
@@ -86,9 +70,9 @@ class SinusoidalPositionalEmbedding(nn.Module):
     def forward(self, x:Tensor, # (B, T, d_model)
                 offset:int=0, # position of x[:, 0] when positions is None
                 positions:Tensor|None=None)->Tensor: # integer (T,) or (B, T): each token's position
-        _check_x(x, self.d_model)
+        _check_pe_input(x, self.d_model)
         if positions is not None:
-            _check_positions(positions, x.shape[1])
+            _check_pe_positions(positions, x.shape[1])
             return x + sinusoidal_at(positions.to(x.device), self.d_model, self.base, x.dtype)  # (B, T, d_model)
         check_int('offset', offset, minimum=0)
         pe = sinusoidal_encoding(offset + x.shape[1], self.d_model, self.base, x.dtype, x.device)
@@ -107,9 +91,9 @@ class LearnedPositionalEmbedding(nn.Module):
     def forward(self, x:Tensor, # (B, T, d_model)
                 offset:int=0, # position of x[:, 0] when positions is None
                 positions:Tensor|None=None)->Tensor: # integer (T,) or (B, T), each < max_len
-        _check_x(x, self.d_model)
+        _check_pe_input(x, self.d_model)
         if positions is not None:
-            _check_positions(positions, x.shape[1], self.max_len)
+            _check_pe_positions(positions, x.shape[1], self.max_len)
             return x + self.weight[positions.to(x.device)].to(x.dtype)          # (B, T, d_model)
         check_int('offset', offset, minimum=0)
         end = offset + x.shape[1]
@@ -119,21 +103,15 @@ class LearnedPositionalEmbedding(nn.Module):
         return x + self.weight[offset:end].to(x.dtype)                # (B, T, d_model)
 
 # %% ../nbs/05_positional.ipynb #p05c029
-def _check_pairs(x, name='x'):
-    "Raise unless x is a tensor whose last dim D is even (RoPE rotates D/2 pairs)."
-    if not torch.is_tensor(x): raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.dim() < 1 or x.shape[-1] % 2:
-        raise ValueError(f"{name}.shape[-1]={x.shape[-1] if x.dim() else None} must be even: the dims rotate in pairs")
-
 def rotate_half(x:Tensor)->Tensor:
     "rot(x) for the rotate-half pairing (i, i + D/2): (x1, x2) -> (-x2, x1)."
-    _check_pairs(x)
+    _check_rope_pairs(x)
     x1, x2 = x.chunk(2, dim=-1)                                 # (..., D/2) each
     return torch.cat((-x2, x1), dim=-1)                         # (..., D)
 
 def rotate_interleaved(x:Tensor)->Tensor:
     "rot(x) for the interleaved pairing (2i, 2i+1): (x_2i, x_2i+1) -> (-x_2i+1, x_2i)."
-    _check_pairs(x)
+    _check_rope_pairs(x)
     x1, x2 = x.unflatten(-1, (-1, 2)).unbind(-1)                # (..., D/2) each
     return torch.stack((-x2, x1), dim=-1).flatten(-2)           # (..., D)
 
@@ -141,12 +119,7 @@ def apply_rotary(x:Tensor, # (..., T, D)
                  cos:Tensor, sin:Tensor, # broadcastable to x: each pair's angle on both of its dimensions
                  interleaved:bool=False)->Tensor: # (..., T, D)
     "R(m) x computed as x·cos + rot(x)·sin."
-    _check_pairs(x); check_bool('interleaved', interleaved)
-    for name, t in (('cos', cos), ('sin', sin)):
-        if not torch.is_tensor(t): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        try: ok = torch.broadcast_shapes(t.shape, x.shape) == x.shape
-        except RuntimeError: ok = False
-        if not ok: raise ValueError(f"{name}.shape={tuple(t.shape)} must broadcast to x.shape={tuple(x.shape)}")
+    _check_rope_tables(x, cos, sin); check_bool('interleaved', interleaved)
     rot = rotate_interleaved if interleaved else rotate_half
     return x * cos + rot(x) * sin
 
@@ -213,10 +186,7 @@ class RotaryEmbedding(nn.Module):
     def forward(self, x:Tensor, # (..., T, head_dim), e.g. (B, H, T, D)
                 positions:Tensor=None, # optional integer positions, (T,) or (B, T)
                 offset:int=0)->Tensor: # used when positions is None: token t sits at offset + t
-        if not torch.is_tensor(x): raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-        if not x.is_floating_point(): raise TypeError(f"x.dtype={x.dtype} must be a floating dtype")
-        if x.dim() < 2 or x.shape[-1] != self.head_dim:
-            raise ValueError(f"x.shape={tuple(x.shape)} must end in (T, head_dim={self.head_dim})")
+        _check_rope_input(x, self.head_dim)
         T = x.shape[-2]
         if positions is None:
             check_int('offset', offset, minimum=0)
@@ -226,7 +196,7 @@ class RotaryEmbedding(nn.Module):
                 cos, sin = cos[offset:n], sin[offset:n]                                # (T, D)
             else: cos, sin = self.rows(torch.arange(offset, n), x.dtype, x.device, seq_len=n)  # (T, D), only these rows
         else:
-            _check_positions(positions, T)
+            _check_pe_positions(positions, T)
             dynamic = self.scaling is not None and self.scaling['rope_type'] == 'dynamic'
             n = int(positions.max()) + 1 if dynamic and positions.numel() else None    # dynamic NTK needs the length: reads it
             cos, sin = self.rows(positions.to(x.device), x.dtype, x.device, seq_len=n)  # (T, D) or (B, T, D), from the positions
