@@ -389,6 +389,46 @@ def _check_base(base):
     if isinstance(base, bool) or not isinstance(base, (int, float)) or not (math.isfinite(base) and base > 1):
         raise ValueError(f"base={base!r} must be a finite number > 1")
 
+# %% ../nbs/appendix_checks.ipynb #p05x011
+def _check_pe_input(x, d, name='x'):
+    "Raise unless x is a floating (B, T, d) tensor."
+    if not torch.is_tensor(x): raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point(): raise TypeError(f"{name}.dtype={x.dtype} must be a floating dtype")
+    if x.dim() != 3 or x.shape[-1] != d:
+        raise ValueError(f"{name}.shape={tuple(x.shape)} must be (B, T, {d})")
+
+def _check_pe_positions(positions, T, limit=None):
+    "Raise unless `positions` is an integer (T,) or (B, T) tensor of values >= 0 (and < limit); the values are read only on the CPU in eager mode."
+    _check_int_tensor('positions', positions)
+    if positions.dim() not in (1, 2) or positions.shape[-1] != T:
+        raise ValueError(f"positions.shape={tuple(positions.shape)} must be (T,) or (B, T) with T={T}")
+    check_values(positions >= 0, lambda: f"positions must be >= 0, got a minimum of {int(positions.min())}")
+    if limit is not None:
+        check_values(positions < limit, lambda: f"positions up to {int(positions.max())} need a table longer than "
+                                                f"max_len={limit}: a learned table has no rows past its length")
+
+def _check_rope_pairs(x, name='x'):
+    "Raise unless x is a tensor whose last dim D is even (RoPE rotates D/2 pairs)."
+    if not torch.is_tensor(x): raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() < 1 or x.shape[-1] % 2:
+        raise ValueError(f"{name}.shape[-1]={x.shape[-1] if x.dim() else None} must be even: the dims rotate in pairs")
+
+def _check_rope_tables(x, cos, sin):
+    "Raise unless x has an even last dim and cos, sin are tensors that broadcast to x's shape."
+    _check_rope_pairs(x)
+    for name, t in (('cos', cos), ('sin', sin)):
+        if not torch.is_tensor(t): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        try: ok = torch.broadcast_shapes(t.shape, x.shape) == x.shape
+        except RuntimeError: ok = False
+        if not ok: raise ValueError(f"{name}.shape={tuple(t.shape)} must broadcast to x.shape={tuple(x.shape)}")
+
+def _check_rope_input(x, head_dim):
+    "Raise unless x is a floating tensor (..., T, head_dim)."
+    if not torch.is_tensor(x): raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point(): raise TypeError(f"x.dtype={x.dtype} must be a floating dtype")
+    if x.dim() < 2 or x.shape[-1] != head_dim:
+        raise ValueError(f"x.shape={tuple(x.shape)} must end in (T, head_dim={head_dim})")
+
 # %% ../nbs/appendix_checks.ipynb #p05x002
 _SCALING_KEYS = {  # rope_type -> the keys it reads besides rope_type/type (required ones first)
     'default': ((), ('original_max_position_embeddings',)),

@@ -1,0 +1,123 @@
+"""Tests for transformer_lit.long_context: the RoPE scaling types registered into chapter 05's rope_inv_freq.
+
+Equality of every type with Hugging Face's ROPE_INIT_FUNCTIONS is tested through rope_inv_freq in test_positional.py."""
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from transformer_lit.positional import RotaryEmbedding, check_rope_scaling, rope_inv_freq, rope_scaling_types, sinusoidal_frequencies
+
+ROOT = Path(__file__).resolve().parent.parent
+f64 = torch.float64
+
+
+def fresh(code):
+    "Run code in a fresh interpreter at the repository root; return its last printed line parsed as JSON."
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_positional_imports_long_context_only_when_a_scaled_type_is_used():
+    code = ("import sys, json\n"
+            "from transformer_lit.positional import RotaryEmbedding, check_rope_scaling\n"
+            "seen = ['transformer_lit.long_context' in sys.modules]\n"
+            "RotaryEmbedding(16); RotaryEmbedding(16, scaling={'rope_type': 'default'}); seen.append('transformer_lit.long_context' in sys.modules)\n"
+            "RotaryEmbedding(16, scaling={'rope_type': 'linear', 'factor': 2.0}); seen.append('transformer_lit.long_context' in sys.modules)\n"
+            "print(json.dumps(seen))")
+    assert fresh(code) == [False, False, True]
+
+
+def test_the_registry_holds_the_four_types():
+    import transformer_lit.long_context  # noqa: F401  (fills the registry)
+    assert sorted(rope_scaling_types) == ['dynamic', 'linear', 'llama3', 'yarn']
+
+
+def test_an_unregistered_type_is_refused_by_the_check_not_the_registry():
+    with pytest.raises(ValueError, match="rope_type='longrope' is not supported"):
+        RotaryEmbedding(16, scaling={'rope_type': 'longrope', 'factor': 2.0})
+
+
+@pytest.mark.parametrize("f", [2.0, 8.0, 32.0])
+def test_yarn_factor_multiplies_q_and_k_so_logits_scale_by_its_square(f):
+    torch.manual_seed(0)
+    yarn = RotaryEmbedding(16, scaling={'rope_type': 'yarn', 'factor': f, 'original_max_position_embeddings': 16})
+    same = RotaryEmbedding(16); same.inv_freq = yarn.inv_freq
+    q, k = torch.randn(2, 1, 2, 24, 16, dtype=f64)
+    af = yarn.attention_factor
+    assert af == pytest.approx(0.1 * math.log(f) + 1, rel=1e-12)
+    torch.testing.assert_close(yarn(q) @ yarn(k).transpose(-2, -1), af ** 2 * (same(q) @ same(k).transpose(-2, -1)), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("f", [2.0, 4.0, 8.0])
+def test_yarn_at_head_dim_16_and_length_16_keeps_pair_0_and_interpolates_the_rest(f):
+    inv, _ = rope_inv_freq(16, 10000.0, {'rope_type': 'yarn', 'factor': f, 'original_max_position_embeddings': 16})
+    plain = sinusoidal_frequencies(16)
+    assert inv[0] == plain[0]
+    torch.testing.assert_close(inv[1:], plain[1:] / f, rtol=1e-15, atol=0)
+
+
+def test_dynamic_dict_as_config_json_holds_it_needs_the_length_merged_in():
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    rope_scaling, max_pos = {'type': 'dynamic', 'factor': 2.0}, 64
+    with pytest.raises(ValueError, match=r"needs the keys \['original_max_position_embeddings'\]"):
+        RotaryEmbedding(16, scaling=rope_scaling)
+    merged = rope_scaling | {'original_max_position_embeddings': max_pos}
+    cfg = LlamaConfig(hidden_size=32, num_attention_heads=2, head_dim=16, max_position_embeddings=max_pos, vocab_size=10,
+                      num_hidden_layers=1, intermediate_size=8, rope_parameters={'rope_theta': 10000.0, 'rope_type': 'dynamic', 'factor': 2.0})
+    for seq_len in (None, 64, 96, 1000):
+        inv_hf, _ = ROPE_INIT_FUNCTIONS['dynamic'](cfg, 'cpu', seq_len=seq_len)
+        torch.testing.assert_close(rope_inv_freq(16, 10000.0, merged, seq_len=seq_len)[0], inv_hf.double(), rtol=2e-6, atol=0)
+    assert check_rope_scaling(merged)['original_max_position_embeddings'] == max_pos
+
+
+@pytest.mark.parametrize("f,D", [(4.0, 16), (8.0, 64), (2.0, 128)])
+def test_llama3_is_metas_apply_scaling(f, D):
+    "Meta's reference rule, written out per frequency as in llama-models' apply_scaling, with L = 8192, low 1, high 4."
+    L, lo, hi = 8192, 1.0, 4.0
+    inv = sinusoidal_frequencies(D, 500000.0)
+    ref = []
+    for fr in inv.tolist():
+        w = 2 * math.pi / fr
+        if w < L / hi: ref.append(fr)
+        elif w > L / lo: ref.append(fr / f)
+        else:
+            s = (L / w - lo) / (hi - lo)
+            ref.append((1 - s) * fr / f + s * fr)
+    sc = {'rope_type': 'llama3', 'factor': f, 'original_max_position_embeddings': L, 'low_freq_factor': lo, 'high_freq_factor': hi}
+    torch.testing.assert_close(rope_inv_freq(D, 500000.0, sc)[0], torch.tensor(ref, dtype=f64), rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("sc", [{'rope_type': 'linear', 'factor': 2.0},
+                                {'rope_type': 'dynamic', 'factor': 2.0, 'original_max_position_embeddings': 16},
+                                {'rope_type': 'yarn', 'factor': 4.0, 'original_max_position_embeddings': 16},
+                                {'rope_type': 'llama3', 'factor': 8.0, 'original_max_position_embeddings': 16,
+                                 'low_freq_factor': 1.0, 'high_freq_factor': 4.0}])
+def test_frequencies_are_real_cpu_tensors_under_a_meta_device_context(sc):
+    "Checkpoint loaders build models under torch.device('meta'); the frequency tables must still be computed."
+    expected = rope_inv_freq(16, 10000.0, sc, seq_len=40)
+    with torch.device('meta'):
+        got = rope_inv_freq(16, 10000.0, sc, seq_len=40)
+    assert got[0].device.type == 'cpu'
+    torch.testing.assert_close(got[0], expected[0], rtol=0, atol=0)
+    assert got[1] == expected[1]
+
+
+@pytest.mark.parametrize("key", ["rope_type", "type"])
+@pytest.mark.parametrize("kind,extra", [("dynamic", {}), ("yarn", {}), ("llama3", {"low_freq_factor": 1.0, "high_freq_factor": 4.0})])
+def test_both_spellings_with_and_without_the_training_length(key, kind, extra):
+    "A dict as config.json writes it: the length is refused when absent (naming the key), and both spellings agree when present."
+    bare = {key: kind, "factor": 4.0, **extra}
+    with pytest.raises(ValueError, match=r"needs the keys \['original_max_position_embeddings'\]"):
+        RotaryEmbedding(16, scaling=bare)
+    full = bare | {"original_max_position_embeddings": 32}
+    other = {("type" if key == "rope_type" else "rope_type"): kind, **{k: v for k, v in full.items() if k != key}}
+    torch.manual_seed(0)
+    x = torch.randn(1, 2, 80, 16, dtype=f64)                                    # past the 32 positions
+    torch.testing.assert_close(RotaryEmbedding(16, scaling=full)(x), RotaryEmbedding(16, scaling=other)(x), rtol=0, atol=0)
+    assert not torch.allclose(RotaryEmbedding(16, scaling=full)(x), RotaryEmbedding(16)(x))
