@@ -356,3 +356,28 @@ def test_ffn_compiles_as_one_graph(make):
     x = torch.randn(2, 5, 16)
     c = torch.compile(m, fullgraph=True, backend="eager")
     torch.testing.assert_close(c(x), m(x))
+
+
+# ---------------------------------------------------------------- the chapter's opening lines equal the modules
+def feed_forward(x, W1, b1, W2, b2, f):  return f(x @ W1 + b1) @ W2 + b2          # the chapter's first code cell
+def swiglu(x, W1, W3, W2):               return (F.silu(x @ W1) * (x @ W3)) @ W2
+
+@pytest.mark.parametrize("act", sorted(ACTIVATIONS))
+def test_feedforward_is_the_one_line_formula(act):
+    torch.manual_seed(0)
+    m = FeedForward(12, 20, activation=act).double()
+    x = torch.randn(3, 4, 12, dtype=F64)
+    torch.testing.assert_close(m(x), feed_forward(x, m.w1.weight.T, m.w1.bias, m.w2.weight.T, m.w2.bias, ACTIVATIONS[act]),
+                               atol=1e-12, rtol=0)
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_swiglu_is_the_one_line_formula(bias):
+    torch.manual_seed(0)
+    m = SwiGLU(12, 20, bias=bias).double()
+    x = torch.randn(3, 4, 12, dtype=F64)
+    if bias:   # with biases the line's x W + b in each projection
+        ref = (F.silu(x @ m.w1.weight.T + m.w1.bias) * (x @ m.w3.weight.T + m.w3.bias)) @ m.w2.weight.T + m.w2.bias
+    else: ref = swiglu(x, m.w1.weight.T, m.w3.weight.T, m.w2.weight.T)
+    torch.testing.assert_close(m(x), ref, atol=1e-12, rtol=0)
+    # the hidden units are F.silu(a) * b, one fused-friendly line: bit for bit
+    assert torch.equal(m.hidden(x), F.silu(m.w1(x)) * m.w3(x))

@@ -373,3 +373,85 @@ def test_norm_compiles_as_one_graph(cls):
     torch.testing.assert_close(c(x), m(x))
     f = torch.compile(layer_norm if cls is LayerNorm else rms_norm, fullgraph=True, backend="aot_eager")
     torch.testing.assert_close(f(x, m.weight), (layer_norm if cls is LayerNorm else rms_norm)(x, m.weight))
+
+
+# -- the modules run torch's fused kernels; the chapter's from-scratch functions compute the same numbers
+
+U32 = 2.0 ** -24   # float32 unit roundoff
+
+@pytest.mark.parametrize("kind, bias", [("layer", True), ("layer", False), ("rms", False)])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("d", [1, 7, 64, 1023])
+def test_fused_module_equals_from_scratch(kind, bias, dtype, d):
+    "Module (F.layer_norm / F.rms_norm) == layer_norm / rms_norm, forward and backward."
+    torch.manual_seed(d)
+    m = (LayerNorm(d, bias=bias) if kind == "layer" else RMSNorm(d)).to(dtype)
+    with torch.no_grad():
+        for p in m.parameters(): p.normal_()
+    x = (3 * torch.randn(5, 3, d, dtype=dtype) + 1).requires_grad_()
+    g = torch.randn(5, 3, d, dtype=dtype)
+    fused = m(x)
+    scratch = layer_norm(x, m.weight, m.bias, m.eps) if kind == "layer" else rms_norm(x, m.weight, m.eps)
+    # A length-d sum (the mean, the variance) is off by about d·u of its terms' magnitude, u the unit roundoff; the
+    # error in μ is then multiplied by |γ|/√(σ² + ε) (up to 1/√ε for a token whose variance is 0, as for d = 1).
+    # 8x that is the tolerance: derived from the computation, with a wide margin.
+    u = 2.0 ** -53 if dtype == torch.float64 else U32
+    xd = x.detach().double()
+    stat = (xd.var(-1, unbiased=False) if kind == "layer" else xd.pow(2).mean(-1)).min().item() + m.eps
+    amp = 1 + xd.abs().max().item() / math.sqrt(stat)                    # |x| / √(σ² + ε): the amplification of an error in μ
+    tol = 8 * d * u * amp * max(1.0, scratch.abs().max().item(), m.weight.abs().max().item())
+    torch.testing.assert_close(fused, scratch, atol=tol, rtol=0)
+    gf = torch.autograd.grad(fused, [x, *m.parameters()], g)
+    gs = torch.autograd.grad(scratch, [x, *m.parameters()], g)
+    gscale = g.abs().max().item() * max(1.0, m.weight.abs().max().item()) / math.sqrt(stat)   # the gradient's natural scale
+    for a, b in zip(gf, gs):
+        gtol = 8 * d * u * amp * max(1.0, b.abs().max().item(), gscale)
+        torch.testing.assert_close(a, b, atol=gtol, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("kind", ["layer", "rms"])
+def test_fused_half_within_twice_the_from_scratch_error(kind, dtype):
+    "Half inputs: the fused module's error against float32 is at most 2x that of the from-scratch function (float32 statistics)."
+    torch.manual_seed(0)
+    d = 64
+    x = (300 * torch.randn(6, 5, d)).to(dtype)                 # squares overflow float16 unless the statistics are float32
+    m = (LayerNorm(d) if kind == "layer" else RMSNorm(d))
+    with torch.no_grad():
+        for p in m.parameters(): p.normal_()
+    f = (lambda x, m: layer_norm(x, m.weight, m.bias, m.eps)) if kind == "layer" else (lambda x, m: rms_norm(x, m.weight, m.eps))
+    mh = m.to(dtype)
+    ref = f(x.float(), _float_copy(mh))                       # float32 on the same rounded input and parameters
+    fused, scratch = mh(x), f(x, mh)
+    assert fused.dtype == scratch.dtype == dtype and torch.isfinite(fused).all()
+    err_f, err_s = (fused.float() - ref).abs().max().item(), (scratch.float() - ref).abs().max().item()
+    assert err_s > 0 and err_f <= 2 * err_s
+
+
+def _float_copy(m):
+    "A float32 copy of a norm module whose parameters were rounded to half (the same numbers, in float32)."
+    import copy
+    return copy.deepcopy(m).float()
+
+
+@pytest.mark.parametrize("cls", [LayerNorm, RMSNorm])
+def test_gradcheck_fused_module(cls):
+    torch.manual_seed(0)
+    m = cls(6, eps=1e-3).double()
+    with torch.no_grad():
+        for p in m.parameters(): p.normal_()
+    x = torch.randn(3, 5, 6, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(m, (x,))
+    assert torch.autograd.gradgradcheck(m, (x,))
+
+
+def test_residual_is_the_placement_formulas():
+    "Residual's forward is pre_norm / post_norm of the chapter's opening cell."
+    pre_norm = lambda x, f, norm: x + f(norm(x))
+    post_norm = lambda x, f, norm: norm(x + f(x))
+    torch.manual_seed(0)
+    f = nn.Linear(8, 8).double()
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    for norm_first, place in ((True, pre_norm), (False, post_norm)):
+        r = Residual(f, 8, norm_first).double()
+        torch.testing.assert_close(r(x), place(x, f, r.norm), atol=0, rtol=0)

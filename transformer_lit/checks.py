@@ -382,6 +382,27 @@ def _check_param(name, p, x):
     if p.shape != (d,): raise ValueError(f"{name}.shape={tuple(p.shape)} must be (d,)=({d},), d = x.shape[-1]")
     if p.device != x.device: raise ValueError(f"{name}.device={p.device} must equal x.device={x.device}")
 
+def _check_residual(sublayer, d_model, norm_first, dropout, norm, eps):
+    "Raise a `TypeError`/`ValueError` naming the argument unless `Residual`'s arguments are valid (a named norm checks its own ε)."
+    if not callable(sublayer): raise TypeError(f"sublayer must be callable (an nn.Module), got {type(sublayer).__name__}")
+    check_int("d_model", d_model)
+    if not isinstance(norm_first, bool): raise TypeError(f"norm_first={norm_first!r} must be a bool")
+    check_dropout(dropout, "dropout")
+    if isinstance(norm, torch.nn.Module):
+        if eps is not None: raise ValueError(f"eps={eps!r} applies only when norm is 'layer' or 'rms', not a module")
+    elif not (isinstance(norm, str) and norm in ("layer", "rms")): raise ValueError(f"norm={norm!r} must be 'layer', 'rms' or an nn.Module")
+
+def _check_activation(name, choices):
+    "Raise a `TypeError`/`ValueError` unless `name` is a str among `choices` (the keys of `ffn.ACTIVATIONS`)."
+    if not isinstance(name, str): raise TypeError(f"activation must be a str, got {type(name).__name__} {name!r}")
+    if name not in choices: raise ValueError(f"activation={name!r} must be one of {', '.join(map(repr, choices))}")
+
+def _check_multiplier(ffn_dim_multiplier):
+    "Raise a `ValueError` unless `ffn_dim_multiplier` is None or a finite number > 0 (NaN fails both comparisons, inf the second)."
+    if ffn_dim_multiplier is None: return
+    if isinstance(ffn_dim_multiplier, bool) or not isinstance(ffn_dim_multiplier, (int, float)) or not 0 < ffn_dim_multiplier < math.inf:
+        raise ValueError(f"ffn_dim_multiplier={ffn_dim_multiplier!r} must be a positive number or None")
+
 
 # %% ../nbs/appendix_checks.ipynb #993c955f
 def _check_base(base):

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from .attention import check_bool, check_dropout, check_int
-from .checks import _check_features   # the input check (appendix "Checking the inputs")
+from .checks import _check_activation, _check_features, _check_multiplier  # the input checks (appendix "Checking the inputs")
 
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'get_activation', 'FeedForward', 'swiglu_hidden_dim', 'SwiGLU', 'ffn_param_count', 'make_ffn']
@@ -25,9 +25,7 @@ ACTIVATIONS = {
 
 def get_activation(name:str):
     "The activation function called `name` in `ACTIVATIONS`."
-    if not isinstance(name, str): raise TypeError(f"activation must be a str, got {type(name).__name__} {name!r}")
-    if name not in ACTIVATIONS:
-        raise ValueError(f"activation={name!r} must be one of {', '.join(map(repr, ACTIVATIONS))}")
+    _check_activation(name, ACTIVATIONS)
     return ACTIVATIONS[name]
 
 # %% ../nbs/04_ffn.ipynb #af1bf8c7
@@ -65,11 +63,8 @@ def swiglu_hidden_dim(d_model:int,                       # width of the residual
     "LLaMA's SwiGLU hidden width: int(⅔·4·d_model), times the multiplier, rounded up to `multiple_of`."
     check_int("d_model", d_model); check_int("multiple_of", multiple_of)
     h = 8 * d_model // 3                                 # = int(2 * (4 * d_model) / 3) in Meta's code
-    if ffn_dim_multiplier is not None:
-        if isinstance(ffn_dim_multiplier, bool) or not isinstance(ffn_dim_multiplier, (int, float)) \
-           or not 0 < ffn_dim_multiplier < math.inf:                 # NaN fails both comparisons, inf the second
-            raise ValueError(f"ffn_dim_multiplier={ffn_dim_multiplier!r} must be a positive number or None")
-        h = int(ffn_dim_multiplier * h)
+    _check_multiplier(ffn_dim_multiplier)
+    if ffn_dim_multiplier is not None: h = int(ffn_dim_multiplier * h)
     return multiple_of * -(-h // multiple_of)           # ceil(h / multiple_of) · multiple_of
 
 # %% ../nbs/04_ffn.ipynb #8f914829
@@ -93,7 +88,7 @@ class SwiGLU(nn.Module):
     def hidden(self, x:torch.Tensor) -> torch.Tensor:
         "The gated hidden activations SiLU(x W1) ⊙ x W3, shape (..., d_ff)."
         _check_features(x, self.w1.in_features, self.w1.weight)
-        return F.silu(self.w1(x)) * self.w3(x)          # (..., d_ff)
+        return F.silu(self.w1(x)) * self.w3(x)          # (..., d_ff): one line, fused-friendly
 
     def forward(self, x:torch.Tensor) -> torch.Tensor:
         "SwiGLU(x) for x of shape (..., d_model), every position independently."

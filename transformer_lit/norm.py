@@ -7,19 +7,15 @@ from __future__ import annotations
 import math
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from .attention import check_bool, check_dropout, check_int
 from .multihead import MultiHeadAttention
-from .checks import _check_eps, _check_input, _check_param  # the input checks: appendix_checks
+from .checks import _check_eps, _check_input, _check_param, _check_residual  # the input checks: appendix_checks
 
 # %% auto #0
-__all__ = ['layer_norm', 'LayerNorm', 'rms_norm', 'RMSNorm', 'Residual']
+__all__ = ['layer_norm', 'rms_norm', 'LayerNorm', 'RMSNorm', 'Residual']
 
-# %% ../nbs/03_residual_norm.ipynb #befbc92c
-def _stat_dtype(x):
-    "The dtype for normalisation statistics: float32 for half/bfloat16, else the input's own."
-    return torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
-
-# %% ../nbs/03_residual_norm.ipynb #cd8cf9dc
+# %% ../nbs/03_residual_norm.ipynb #8b6141c3
 def layer_norm(x: torch.Tensor, # (..., d)
                weight: torch.Tensor|None=None, # γ, (d,)
                bias: torch.Tensor|None=None, # β, (d,)
@@ -27,7 +23,7 @@ def layer_norm(x: torch.Tensor, # (..., d)
               ) -> torch.Tensor:
     "LayerNorm over the last dimension: γ·(x − μ)/√(σ² + ε) + β with the biased variance σ²."
     _check_input(x); _check_param("weight", weight, x); _check_param("bias", bias, x); _check_eps(eps)
-    xf = x.to(_stat_dtype(x))
+    xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x  # statistics in at least float32
     mu = xf.mean(-1, keepdim=True)                                    # (..., 1)
     var = (xf - mu).pow(2).mean(-1, keepdim=True)                     # (..., 1): divide by d, not d - 1
     y = (xf - mu) * torch.rsqrt(var + eps)                            # (..., d)
@@ -35,6 +31,18 @@ def layer_norm(x: torch.Tensor, # (..., d)
     if bias is not None: y = y + bias
     return y.to(x.dtype)
 
+def rms_norm(x: torch.Tensor, # (..., d)
+             weight: torch.Tensor|None=None, # γ, (d,)
+             eps: float=1e-6, # ε, added to the mean square inside the square root
+            ) -> torch.Tensor:
+    "RMSNorm over the last dimension: γ·x/√(mean(x²) + ε)."
+    _check_input(x); _check_param("weight", weight, x); _check_eps(eps)
+    xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x  # statistics in at least float32
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)     # (..., d)
+    if weight is not None: y = y * weight
+    return y.to(x.dtype)
+
+# %% ../nbs/03_residual_norm.ipynb #cd8cf9dc
 class LayerNorm(nn.Module):
     "LayerNorm over the last dimension of size `d`; equal to `torch.nn.LayerNorm(d, eps)` (same parameter names)."
     def __init__(self, d: int, # the normalized size: the last dimension of the input (d_model)
@@ -49,22 +57,11 @@ class LayerNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor: # (..., d) -> (..., d)
         _check_input(x, self.d, self.weight)
-        return layer_norm(x, self.weight, self.bias, self.eps)
+        return F.layer_norm(x, (self.d,), self.weight, self.bias, self.eps)  # fused: the numbers of `layer_norm`
 
     def extra_repr(self): return f"d={self.d}, eps={self.eps}, bias={self.bias is not None}"
 
 # %% ../nbs/03_residual_norm.ipynb #6be3d753
-def rms_norm(x: torch.Tensor, # (..., d)
-             weight: torch.Tensor|None=None, # γ, (d,)
-             eps: float=1e-6, # ε, added to the mean square inside the square root
-            ) -> torch.Tensor:
-    "RMSNorm over the last dimension: γ·x/√(mean(x²) + ε)."
-    _check_input(x); _check_param("weight", weight, x); _check_eps(eps)
-    xf = x.to(_stat_dtype(x))
-    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)     # (..., d)
-    if weight is not None: y = y * weight
-    return y.to(x.dtype)
-
 class RMSNorm(nn.Module):
     "RMSNorm over the last dimension of size `d`; equal to `torch.nn.RMSNorm(d, eps)` (same parameter name)."
     def __init__(self, d: int, # the normalized size: the last dimension of the input
@@ -77,7 +74,7 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor: # (..., d) -> (..., d)
         _check_input(x, self.d, self.weight)
-        return rms_norm(x, self.weight, self.eps)
+        return F.rms_norm(x, (self.d,), self.weight, self.eps)        # fused: the numbers of `rms_norm`
 
     def extra_repr(self): return f"d={self.d}, eps={self.eps}"
 
@@ -92,16 +89,9 @@ class Residual(nn.Module):
                  eps: float|None=None, # the norm's ε when `norm` is a name (None: LayerNorm 1e-5, RMSNorm 1e-6)
                 ):
         super().__init__()
-        if not callable(sublayer): raise TypeError(f"sublayer must be callable (an nn.Module), got {type(sublayer).__name__}")
-        check_int("d_model", d_model)
-        if not isinstance(norm_first, bool): raise TypeError(f"norm_first={norm_first!r} must be a bool")
-        check_dropout(dropout, "dropout")
-        if isinstance(norm, nn.Module):
-            if eps is not None: raise ValueError(f"eps={eps!r} applies only when norm is 'layer' or 'rms', not a module")
-        elif norm in ("layer", "rms"):
-            cls = LayerNorm if norm == "layer" else RMSNorm
-            norm = cls(d_model) if eps is None else cls(d_model, eps=eps)
-        else: raise ValueError(f"norm={norm!r} must be 'layer', 'rms' or an nn.Module")
+        _check_residual(sublayer, d_model, norm_first, dropout, norm, eps)
+        if not isinstance(norm, nn.Module):                           # a name: build that norm
+            norm = (LayerNorm if norm == "layer" else RMSNorm)(d_model, **({} if eps is None else {"eps": eps}))
         self.sublayer, self.norm, self.norm_first = sublayer, norm, norm_first
         self.drop = nn.Dropout(dropout)
 
