@@ -4,7 +4,7 @@
 
 # %% ../nbs/13_checkpoints.ipynb #7abf31b6
 from __future__ import annotations
-import json, os, re
+import json, math, os, re
 from pathlib import Path
 import torch
 from torch import Tensor
@@ -73,9 +73,11 @@ def _rope(g):
     if s.get("partial_rotary_factor", 1.0) != 1.0:
         _unsupported("partial_rotary_factor", s["partial_rotary_factor"], "the rotation covers the whole head (1.0)")
     s.pop("partial_rotary_factor", None)
-    kind = s.get("rope_type", "default")
+    kind = s.get("rope_type", s.get("type", "default"))
     if kind == "default" and not s.get("factor"): return base, None
-    if kind in ("dynamic", "yarn", "llama3") and s.get("original_max_position_embeddings") is None:
+    if kind == "dynamic":                                  # transformers' rule for dynamic NTK: the original length is always
+        s["original_max_position_embeddings"] = g("max_position_embeddings")     # max_position_embeddings, whatever the dict says
+    elif kind in ("yarn", "llama3") and s.get("original_max_position_embeddings") is None:
         s["original_max_position_embeddings"] = g("max_position_embeddings")      # transformers' fallback
     try: return base, check_rope_scaling(s, base)                               # chapter 05's rules, key by key
     except (TypeError, ValueError) as e: _unsupported(field, old or p, str(e))
@@ -114,6 +116,8 @@ def config_from_hf(hf: dict, # a parsed Hugging Face config.json
         _unsupported("head_dim", g("head_dim"), f"only hidden_size // num_attention_heads = {E // H}")
     if H % G: _unsupported("num_key_value_heads", G, f"must divide num_attention_heads={H}")
     (base, scaling), max_len = _rope(g), g("max_position_embeddings")
+    if scaling is not None and scaling["rope_type"] == "dynamic":      # dynamic NTK exists to run past max_position_embeddings:
+        max_len = math.ceil(scaling["factor"] * max_len)                # accept factor x that length (transformers sets no limit)
     bias, qkv_bias = False, False
     if family == "llama":
         ab, mb = bool(g("attention_bias")), bool(g("mlp_bias"))
@@ -128,8 +132,7 @@ def config_from_hf(hf: dict, # a parsed Hugging Face config.json
             _unsupported("sliding_window", g("sliding_window"), f"sliding-window attention is not implemented; "
                          f"it must be None or >= max_position_embeddings={max_len} (where it changes nothing)")
     if family == "mistral" and g("sliding_window") is not None and g("sliding_window") < max_len:
-        _unsupported("sliding_window", g("sliding_window"), f"sliding-window attention is not implemented; "
-                     f"it must be None or >= max_position_embeddings={max_len} (where it changes nothing)")
+        max_len = check_int("sliding_window", g("sliding_window"))     # within the window every key is seen: exact up to this length
     kw = dict(vocab_size=g("vocab_size"), d_model=E, n_heads=H, n_layers=g("num_hidden_layers"),
               d_ff=g("intermediate_size"), dropout=float(g("attention_dropout")), max_len=max_len, positional="rope",
               activation="swiglu", tie_embeddings=bool(g("tie_word_embeddings")), bias=bias, norm="rms",
@@ -373,6 +376,12 @@ def _rope_parameters(c):
     s = {k: v for k, v in (c.rope_scaling or {"rope_type": "default"}).items() if v is not None}
     return dict(s, rope_theta=c.rope_base)
 
+def _max_positions(c):
+    "config.json's max_position_embeddings: max_len, except dynamic NTK's original length (transformers reads it there)."
+    s = c.rope_scaling
+    if s is not None and s["rope_type"] == "dynamic" and s.get("original_max_position_embeddings"): return s["original_max_position_embeddings"]
+    return c.max_len
+
 def config_to_hf(config: TransformerConfig, # the model's config
                  dtype: torch.dtype=torch.float32, # written as config.json's dtype
                 ) -> dict: # config.json's content
@@ -392,7 +401,7 @@ def config_to_hf(config: TransformerConfig, # the model's config
     arch = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[fam]
     out = dict(architectures=[arch], model_type=fam, hidden_size=c.d_model, num_attention_heads=c.n_heads,
                num_key_value_heads=_kv_heads(c), num_hidden_layers=c.decoder_layers, intermediate_size=c.d_ff,
-               head_dim=c.head_dim, hidden_act="silu", max_position_embeddings=c.max_len,
+               head_dim=c.head_dim, hidden_act="silu", max_position_embeddings=_max_positions(c),
                rms_norm_eps=1e-6 if c.layer_norm_eps is None else c.layer_norm_eps, attention_dropout=c.dropout,
                rope_theta=c.rope_base, rope_parameters=_rope_parameters(c), **common)
     if fam == "llama": out.update(attention_bias=c.bias, mlp_bias=c.bias)
