@@ -489,3 +489,21 @@ def test_rope_scaling_as_checkpoints_write_it(tmp_path, kind, key, field, orig):
     if kind == "dynamic": assert ours.config.rope_scaling["original_max_position_embeddings"] == 64 and ours.config.max_len == 128
     x = ids(T=96 if kind == "dynamic" else 48)                       # dynamic: longer than max_position_embeddings=64
     with torch.no_grad(): assert rel(ours(x), ref(x).logits) < TOL[torch.float32]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_bfloat16_matches_within_the_bfloat16_error(tmp_path, family):
+    """bfloat16, the dtype real checkpoints ship in. Truth: the same bfloat16 weights in float32 arithmetic. Ours must be
+    no worse than twice transformers' own error (the flash-attn rule); then the two differ by about the sum of both."""
+    import copy
+    ref = reference(family, torch.bfloat16, tied=True)
+    truth = copy.deepcopy(ref).float()
+    ref.save_pretrained(tmp_path)
+    ours = from_pretrained(tmp_path)
+    assert {p.dtype for p in ours.parameters()} == {torch.bfloat16}
+    x = ids()
+    with torch.no_grad():
+        t, a, b = truth(x).logits, ours(x).float(), ref(x).logits.float()
+    e_ours, e_ref = rel(a, t), rel(b, t)
+    assert 0 < e_ref and e_ours <= 2 * e_ref
+    assert rel(a, b) <= 2 * (e_ours + e_ref)
