@@ -98,6 +98,22 @@ def test_multi_query_and_sliding_window_that_changes_nothing(tmp_path):
     ref.save_pretrained(tmp_path)
     check_equal(from_pretrained(tmp_path), ref, torch.float32)
 
+def test_mistral_window_caps_the_length(tmp_path):
+    """Mistral-7B-v0.1's layout: sliding_window (16 here, 4096 there) < max_position_embeddings (64; 32768). Up to the window
+    every key is inside it, so the loader caps max_len at the window: exact there, longer inputs refused."""
+    ref = reference("mistral", sliding_window=16)
+    ref.save_pretrained(tmp_path)
+    ours = from_pretrained(tmp_path)
+    assert ours.config.max_len == 16
+    x = ids(T=16)
+    with torch.no_grad():
+        assert rel(ours(x), ref(x).logits) < TOL[torch.float32]
+        with pytest.raises(ValueError, match=r"must be <= max_len=16"): ours(ids(T=17))
+        full = DecoderOnlyLM(dataclasses.replace(ours.config, max_len=64)).eval()
+        full.load_state_dict(ours.state_dict())
+        y = ids(T=40)                                                # past the window the window matters: the cap is needed
+        assert rel(full(y), ref(y).logits) > 100 * TOL[torch.float32]
+
 def test_pytorch_model_bin(tmp_path):
     "pytorch_model.bin (torch.save of the state dict, which keeps lm_head.weight although tied)."
     ref = reference("gpt2", tied=True)
@@ -290,7 +306,6 @@ def test_bad_bin_and_bad_json(tmp_path, gpt2_dir):
      r"rope_parameters=.* is not supported: .*factor"),
     ("llama", dict(attention_bias=True, mlp_bias=False), "attention_bias=True is not supported: it must equal mlp_bias=False"),
     ("llama", dict(num_key_value_heads=3), "num_key_value_heads=3 is not supported: must divide num_attention_heads=4"),
-    ("mistral", dict(sliding_window=16), "sliding_window=16 is not supported: sliding-window attention is not implemented"),
     ("qwen2", dict(use_sliding_window=True, sliding_window=16, layer_types=["sliding_attention"] * 2), "sliding_window=16 is not supported"),
 ])
 def test_unsupported_config(tmp_path, family, change, match):
@@ -404,7 +419,7 @@ def test_rope_scaling_loads_and_saves(tmp_path, scaling):
     ours = from_pretrained(tmp_path)
     assert ours.config.rope_scaling["rope_type"] == scaling["rope_type"]
     assert ours.pos.rotary.scaling == ours.config.rope_scaling
-    x = ids(T=48)                                                   # 48 > 16 (yarn, llama3): positions beyond the original length
+    x = ids(T=96 if scaling["rope_type"] == "dynamic" else 48)      # 48 > 16 (yarn, llama3); dynamic: 96 > max_position_embeddings
     with torch.no_grad():
         assert rel(ours(x), ref(x).logits) < 1e-5
         save_pretrained(ours, tmp_path / "back")
@@ -448,3 +463,47 @@ def test_path_and_dtype_arguments(tmp_path):
     assert config_to_hf(c, torch.bfloat16)["dtype"] == "bfloat16"
     with pytest.raises(TypeError, match=r"^config must be a TransformerConfig or None, got dict"): ck.mapping_table("llama", {})
     with pytest.raises(TypeError, match=r"^hf must be a dict \(a parsed config.json\), got str"): config_from_hf(str(tmp_path / "config.json"))
+
+
+# ---------------------------------------------------------------- RoPE scaling as real config.json files write it
+SCALING_EXTRA = {"linear": dict(factor=2.0), "dynamic": dict(factor=2.0), "yarn": dict(factor=4.0),
+                 "llama3": dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0)}
+SPELLINGS = [(kind, key, field, orig) for kind in SCALING_EXTRA for key in ("rope_type", "type")
+             for field in ("rope_scaling", "rope_parameters") for orig in (None, 16) if not (kind == "linear" and orig)]
+
+@pytest.mark.parametrize("kind,key,field,orig", SPELLINGS, ids=lambda v: str(v))
+def test_rope_scaling_as_checkpoints_write_it(tmp_path, kind, key, field, orig):
+    """Both key spellings (rope_type/type), the 4.x field (rope_scaling + rope_theta) and the 5.x one (rope_parameters),
+    with and without original_max_position_embeddings (16, unlike max_position_embeddings=64): logits equal transformers'.
+    Dynamic NTK takes its original length from max_position_embeddings, as transformers does, and runs past it."""
+    reference("llama").save_pretrained(tmp_path)
+    hf = json.loads((tmp_path / "config.json").read_text())
+    s = {key: kind, **SCALING_EXTRA[kind]} | ({"original_max_position_embeddings": orig} if orig else {})
+    if field == "rope_scaling":
+        hf.pop("rope_parameters", None); hf.update(rope_theta=500.0, rope_scaling=s)
+    else: hf["rope_parameters"] = dict(s, rope_theta=500.0)
+    (tmp_path / "config.json").write_text(json.dumps(hf))
+    ref = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    ours = from_pretrained(tmp_path)
+    assert ours.config.rope_scaling["rope_type"] == kind
+    if kind == "dynamic": assert ours.config.rope_scaling["original_max_position_embeddings"] == 64 and ours.config.max_len == 128
+    x = ids(T=96 if kind == "dynamic" else 48)                       # dynamic: longer than max_position_embeddings=64
+    with torch.no_grad(): assert rel(ours(x), ref(x).logits) < TOL[torch.float32]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_bfloat16_matches_within_the_bfloat16_error(tmp_path, family):
+    """bfloat16, the dtype real checkpoints ship in. Truth: the same bfloat16 weights in float32 arithmetic. Ours must be
+    no worse than twice transformers' own error (the flash-attn rule); then the two differ by about the sum of both."""
+    import copy
+    ref = reference(family, torch.bfloat16, tied=True)
+    truth = copy.deepcopy(ref).float()
+    ref.save_pretrained(tmp_path)
+    ours = from_pretrained(tmp_path)
+    assert {p.dtype for p in ours.parameters()} == {torch.bfloat16}
+    x = ids()
+    with torch.no_grad():
+        t, a, b = truth(x).logits, ours(x).float(), ref(x).logits.float()
+    e_ours, e_ref = rel(a, t), rel(b, t)
+    assert 0 < e_ref and e_ours <= 2 * e_ref
+    assert rel(a, b) <= 2 * (e_ours + e_ref)
