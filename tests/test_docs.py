@@ -76,6 +76,7 @@ def _site_config():
     nbdev_yml = yaml.safe_load(_nbdev_yml.format(doc_path=Path(d['doc_path']).name, **{k: d[k] for k in
                                ['title', 'description', 'branch', 'git_url', 'doc_host', 'doc_baseurl']}))
     q = yaml.safe_load((NBS/'_quarto.yml').read_text())
+    assert q['project']['render'] == ['*.ipynb']   # the notebooks are the pages (nbs/models/ holds data, not pages)
     return q, {**q['website'], **nbdev_yml['website']}
 
 def test_view_source_links_point_into_nbs():
