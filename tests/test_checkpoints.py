@@ -404,7 +404,7 @@ def test_sharded_pytorch_bin(tmp_path):
     (tmp_path / "pytorch_model.bin.index.json").write_text(json.dumps({"weight_map": {n: f for f, ns in parts.items() for n in ns}}))
     check_equal(from_pretrained(tmp_path), ref, torch.float32)
 
-# ---------------------------------------------------------------- RoPE scaling (chapter 05) through config.json
+# ---------------------------------------------------------------- RoPE scaling (chapter 06) through config.json
 ROPE_SCALINGS = [dict(rope_type="linear", factor=2.0),
                  dict(rope_type="dynamic", factor=2.0),
                  dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=16),
