@@ -36,7 +36,7 @@ __all__ = ['SPECIALS', 'PAD', 'BOS', 'EOS', 'STDLIB_MODULES', 'PRECISIONS', 'PAR
 # %% ../nbs/11_training.ipynb #b7a1c002
 def train_plain(model: nn.Module, # a `Transformer` (seq2seq data) or `DecoderOnlyLM` (LM data)
                 data, # training Seq2SeqData or LMData
-                cfg: TrainConfig, # steps, batch_size, the schedule, label_smoothing, clip and seed (other fields unused)
+                cfg, # a TrainConfig: steps, batch_size, the schedule, label_smoothing, clip and seed (other fields unused)
                ) -> list: # the training loss of every step
     "The training loop at its plainest: one process, float32, one batch per step."
     _check_model(model); _check_type("cfg", cfg, TrainConfig, "a TrainConfig")          # checks appendix, chapter 11
