@@ -295,18 +295,23 @@ def _solution_cells(nb):
 @pytest.mark.parametrize('nb', NOTEBOOKS, ids=lambda p: p.name)
 def test_exercise_solutions_are_hidden_and_collapsed(nb):
     """Solutions are hidden on the site (`#| hide`) and collapsed in JupyterLab (cell metadata jupyter.source_hidden
-    and, for code, outputs_hidden), which nbdev_clean keeps (settings.ini allowed_cell_metadata_keys)."""
+    and, for code, outputs_hidden), which nbdev_clean keeps (settings.ini allowed_cell_metadata_keys). In the
+    exercises pattern (nbs/exercises.ipynb) a visible code cell is a starter (`raise NotImplementedError`) or a
+    check (`check_exercise(`), and a visible markdown cell states an exercise (no `<details>` solution in it)."""
     assert 'jupyter' in CFG['DEFAULT']['allowed_cell_metadata_keys'].split()
     offenders = []
     for c in _solution_cells(nb):
         meta = c.metadata.get('jupyter', {})
         first = c.source.strip().splitlines()[0] if c.source.strip() else ''
         if c.cell_type == 'code':
-            problems = [p for p, bad in (('not #| hide', not re.match(r'#\|\s*hide\b', c.source)),
-                                         ('source not collapsed', not meta.get('source_hidden')),
-                                         ('outputs not collapsed', not meta.get('outputs_hidden'))) if bad]
+            hidden = re.match(r'#\|\s*hide\b', c.source)
+            if hidden or not ('raise NotImplementedError' in c.source or 'check_exercise(' in c.source):
+                problems = [p for p, bad in (('not #| hide', not hidden),
+                                             ('source not collapsed', not meta.get('source_hidden')),
+                                             ('outputs not collapsed', not meta.get('outputs_hidden'))) if bad]
+            else: problems = []
         else:
-            problems = ['not collapsed'] if not meta.get('source_hidden') else []
+            problems = ['not collapsed'] if '<details>' in c.source and not meta.get('source_hidden') else []
         if problems: offenders.append(f"  cell {c.get('id')} ({first[:50]!r}): {', '.join(problems)}")
     assert not offenders, f"{nb.name}: solution cells shown on the site or open in JupyterLab:\n" + '\n'.join(offenders)
 
