@@ -434,7 +434,8 @@ def test_run_check_goes_on_after_a_failing_step(monkeypatch, tmp_path):
     assert any(l.startswith("benchmark FAILED, continuing:") and "RuntimeError: boom" in l for l in lines)
     text = lines[-1]
     assert "errors:\n  benchmark: RuntimeError: boom\n  benchmark GQA: RuntimeError: boom" in text
-    assert text.endswith("| backend | N | median ms | peak extra MiB | TFLOP/s | time / SDPA |\n|---|---:|---:|---:|---:|---:|\n")
+    assert text.endswith("| backend | N | median ms | ms min–max | peak extra MiB | TFLOP/s | time / SDPA | time / SDPA, min–max over rounds |\n"
+                         "|---|---:|---:|---|---:|---:|---:|---|\n")
     assert json.loads(path.read_text())["errors"] == {"benchmark": "RuntimeError: boom", "benchmark GQA": "RuntimeError: boom"}
 
 
