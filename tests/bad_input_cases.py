@@ -1614,6 +1614,19 @@ for p, bad, exc, words in (("config", "c", TypeError, [NAMED("config"), "Transfo
                            ("warmup", -1, ValueError, ["warmup=-1"]), ("backend", "nope", ValueError, ["backend='nope'", "inductor"]),
                            ("seed", -1, ValueError, ["seed=-1"])):
     R(f"bench.bench_compile.{p}.{bad!r}", BCo + p, exc, words, lambda p=p, bad=bad: _bc(**{p: bad}))
+BP = BE + "bench_peer:"
+_peer_cfg = lambda: bench._peer_config(vocab_size=32, d_model=16, n_layers=1, n_heads=2, max_len=16)   # a GPT-2-shaped config
+_bp = lambda **kw: bench.bench_peer(**(dict(config=_peer_cfg(), batch=1, seq_len=4, prompt_len=2, new_tokens=2, workloads=("prefill",),
+                                             repeats=1, warmup=0) | kw))
+for p, bad, exc, words in (("config", "c", TypeError, [NAMED("config"), "TransformerConfig", "str"]), ("batch", 0, ValueError, ["batch=0"]),
+                           ("seq_len", 0, ValueError, ["seq_len=0"]), ("seq_len", 17, ValueError, ["seq_len=17", "max_len=16"]),
+                           ("prompt_len", 0, ValueError, ["prompt_len=0"]), ("new_tokens", 0, ValueError, ["new_tokens=0"]),
+                           ("prompt_len", 15, ValueError, ["prompt_len=15", "new_tokens=2", "max_len=16"]),
+                           ("workloads", ("decode",), ValueError, ["workloads=('decode',)", "'generate'"]), ("workloads", (), ValueError, ["workloads=()"]),
+                           ("workloads", "train", TypeError, ["workloads='train'"]), ("repeats", 0, ValueError, ["repeats=0"]),
+                           ("warmup", -1, ValueError, ["warmup=-1"]), ("seed", -1, ValueError, ["seed=-1"])):
+    R(f"bench.bench_peer.{p}.{bad!r}", BP + p, exc, words, lambda p=p, bad=bad: _bp(**{p: bad}))
+R("bench.bench_peer.config.not_gpt2", BP + "config", ValueError, ["cannot be saved as gpt2"], lambda: _bp(config=cfg()))
 DS = BE + "decode_step:"
 def _ds(cache=None, context=2):
     m = lm(); c = m.new_cache(max_len=4, batch=1) if cache is None else cache
@@ -1774,6 +1787,8 @@ EXEMPT_CALLABLES: dict = {
     "gpu_check.main": "command line: argparse validates argv and exits with a usage message",
     "gpu_check.hopper_cases": "its one argument is a flag (also list the tuning candidates)",
     "bench.attention_columns": ROWS_OUT, "bench.torch_compile_table": ROWS_OUT,
+    "bench.peer_table": "formats the result rows that bench_peer returned (not user input)",
+    "bench.ratio_reading": "names what the range of a measured ratio supports; its two numbers come from a benchmark's rows (not user input)",
     "bench.bench_backends": "lists the backends available on a device; its one argument is a device string that torch checks",
     "bench.available_bytes": "reads free memory of a device; its one argument is a device string that torch checks",
     "bench.markdown_table": "formats the result rows that bench_attention returned (not user input)",
@@ -1830,7 +1845,7 @@ EXEMPT_PARAMS: dict = {
     ("bench.bench_attention", "device"): DEVICE, ("bench.bench_attention", "causal"): FLAG,
     ("bench.bench_attention", "backward"): FLAG, ("bench.bench_attention", "progress"): FLAG,
     ("bench.bench_mha", "device"): DEVICE, ("bench.lm_inputs", "device"): DEVICE,
-    ("bench.bench_compile", "device"): DEVICE, ("bench.bench_compile", "fullgraph"): FLAG, ("bench.bench_compile", "cold"): FLAG,
+    ("bench.bench_peer", "device"): DEVICE,    ("bench.bench_compile", "device"): DEVICE, ("bench.bench_compile", "fullgraph"): FLAG, ("bench.bench_compile", "cold"): FLAG,
     ("multihead.StaticKVCache", "device"): DEVICE, ("decoding.StaticCache", "device"): DEVICE,
     ("model.DecoderOnlyLM.new_cache", "device"): DEVICE, ("model.Transformer.new_cache", "device"): DEVICE,
     ("gpu_check.tune", "device"): DEVICE, ("gpu_check.benchmark_kernels", "device"): DEVICE,

@@ -36,7 +36,8 @@ def test_sweep_rows_and_ratios():
     by = {(r["backend"], r["N"]): r for r in rows}
     for (name, N), r in by.items():
         assert r["note"] == "" and r["ms"] > 0 and r["peak_mib"] >= 0
-        assert r["vs_ref"] == pytest.approx(r["ms"] / by[("sdpa", N)]["ms"])
+        assert r["ms_lo"] <= r["ms"] <= r["ms_hi"] and r["vs_ref_lo"] <= r["vs_ref"] <= r["vs_ref_hi"]   # median within its range
+        if name == "sdpa": assert r["vs_ref"] == r["vs_ref_lo"] == r["vs_ref_hi"] == 1.0
         assert r["tflops"] == pytest.approx(attention_flops(1, 2, N, N, 8) / (r["ms"] * 1e-3) / 1e12)
 
 def test_backward_and_causal_flops():
@@ -68,14 +69,15 @@ def test_bad_arguments():
     assert parse_args(["--seq-lens", "8", "16", "--causal"]).seq_lens == [8, 16]
 
 def test_markdown_table():
-    rows = [dict(backend="sdpa", N=8, ms=1.0, peak_mib=0.5, tflops=0.001, vs_ref=1.0, note=""),
-            dict(backend="flash", N=8, ms=2.5, peak_mib=0.25, tflops=0.0004, vs_ref=2.5, note=""),
+    rows = [dict(backend="sdpa", N=8, ms=1.0, ms_lo=0.9, ms_hi=1.2, peak_mib=0.5, tflops=0.001, vs_ref=1.0, vs_ref_lo=1.0, vs_ref_hi=1.0, note=""),
+            dict(backend="flash", N=8, ms=2.5, ms_lo=2.0, ms_hi=3.0, peak_mib=0.25, tflops=0.0004, vs_ref=2.5, vs_ref_lo=1.9, vs_ref_hi=3.1, note=""),
             dict(backend="triton", N=8, ms=math.nan, peak_mib=math.nan, tflops=math.nan, vs_ref=math.nan, note="skipped: no GPU"),
             dict(backend="triton", N=16, ms=math.nan, peak_mib=math.nan, tflops=math.nan, vs_ref=math.nan, note="skipped: no GPU")]
     assert markdown_table(rows, "t").splitlines() == [
         "**t**", "",
-        "| backend | N | median ms | peak extra MiB | TFLOP/s | time / SDPA |", "|---|---:|---:|---:|---:|---:|",
-        "| sdpa | 8 | 1.00 | 0.5 | 0.0010 | 1.00 |", "| flash | 8 | 2.50 | 0.2 | 0.0004 | 2.50 |",
+        "| backend | N | median ms | ms min–max | peak extra MiB | TFLOP/s | time / SDPA | time / SDPA, min–max over rounds |",
+        "|---|---:|---:|---|---:|---:|---:|---|",
+        "| sdpa | 8 | 1.00 | 0.90–1.20 | 0.5 | 0.0010 | 1.00 | 1.00–1.00 |", "| flash | 8 | 2.50 | 2.00–3.00 | 0.2 | 0.0004 | 2.50 | 1.90–3.10 |",
         "", "- triton (N=8, 16): skipped: no GPU"]
 
 def test_mha_benchmark():
@@ -84,6 +86,42 @@ def test_mha_benchmark():
     assert rows[1]["module"] == "torch.nn.MultiheadAttention" and rows[1]["vs_torch"] == 1.0
     assert rows[0]["vs_torch"] == pytest.approx(rows[0]["ms"] / rows[1]["ms"])
     assert "| torch.nn.MultiheadAttention |" in mha_table(rows)
+    rows = bench_mha(batch=2, seq_len=16, d_model=32, n_heads=4, repeats=3, warmup=0)
+    for r in rows: assert r["ms_lo"] <= r["ms"] <= r["ms_hi"] and r["vs_torch_lo"] <= r["vs_torch"] <= r["vs_torch_hi"]
+
+def test_interleaved_rounds_rotate_and_ratios_pair(monkeypatch):
+    "Round by round, the order rotating; the ratio is taken per round (a fake clock: b always takes twice a's time)."
+    import time
+    clock, order = [0.0], []
+    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
+    def run(name, ms):
+        def fn(): order.append(name); clock[0] += ms * 1e-3 * (1 + len(order))   # the machine slows down as it goes
+        return fn
+    times = bench._interleaved({"a": run("a", 1.0), "b": run("b", 2.0)}, repeats=3, warmup=1)
+    assert order == ["a", "b", "b", "a", "a", "b", "b", "a"]
+    r = bench._ratios(times["b"], times["a"])
+    assert r["lo"] > 1 and bench.ratio_reading(r["lo"], r["hi"]) == "slower" and bench.ratio_reading(0.9, 1.1).startswith("no difference")
+    assert bench._spread([3, 1, 2]) == dict(median=2, q1=1.5, q3=2.5, lo=1, hi=3)
+
+def test_peer_skips_without_transformers(monkeypatch):
+    monkeypatch.setitem(sys.modules, "transformers", None)        # import transformers raises ImportError
+    cfg = bench._peer_config(vocab_size=64, d_model=16, n_layers=1, n_heads=2, max_len=32)
+    rows = bench.bench_peer(cfg, batch=1, seq_len=8, prompt_len=4, new_tokens=4, workloads=("prefill", "generate"))
+    assert [r["workload"] for r in rows] == ["prefill", "generate"]
+    assert all(r["note"].startswith("skipped: transformers is not installed") for r in rows)
+    assert "- prefill: skipped: transformers is not installed" in bench.peer_table(rows)
+
+def test_peer_same_weights_same_numbers():
+    pytest.importorskip("transformers")
+    cfg = bench._peer_config(vocab_size=97, d_model=32, n_layers=2, n_heads=4, max_len=64)
+    rows = bench.bench_peer(cfg, batch=2, seq_len=13, prompt_len=5, new_tokens=7, workloads=("train", "prefill", "generate"),
+                            repeats=2, warmup=0)
+    by = {r["workload"]: r for r in rows}
+    assert float(by["train"]["check"].split()[2]) < 1e-4 and float(by["prefill"]["check"].split()[-1]) < 1e-4
+    assert by["generate"]["check"] == "7 tokens identical"
+    for r in rows: assert r["ours_lo"] <= r["ours_ms"] <= r["ours_hi"] and r["ratio_lo"] <= r["ratio"] <= r["ratio_hi"]
+    with pytest.raises(ValueError, match=r"prompt_len=60 plus new_tokens=7 must be <= config.max_len=64"):
+        bench.bench_peer(cfg, seq_len=8, prompt_len=60, new_tokens=7)
 
 def test_cli_main_writes_table_json_and_plot(tmp_path):
     rows = main(["--seq-lens", "16", "32", "--heads", "1", "--head-dim", "8", "--backends", "sdpa", "flash", "math",
@@ -175,7 +213,8 @@ def test_sweep_reference_and_table_columns():
     rows = bench_attention([16], backends=["sdpa", "flash"], heads=1, head_dim=8, reference="flash", repeats=1, progress=False)
     assert [r["backend"] for r in rows] == ["flash", "sdpa"] and rows[0]["vs_ref"] == 1.0
     assert rows[1]["vs_ref"] == pytest.approx(rows[1]["ms"] / rows[0]["ms"])
-    assert markdown_table(rows).splitlines()[0] == "| backend | N | median ms | peak extra MiB | TFLOP/s | time / flash |"
+    assert markdown_table(rows).splitlines()[0] == ("| backend | N | median ms | ms min–max | peak extra MiB | TFLOP/s | time / flash | "
+                                                    "time / flash, min–max over rounds |")
     both = rows + bench_attention([16], backends=["sdpa"], heads=1, head_dim=8, causal=True, repeats=1, progress=False)
     assert markdown_table(both).splitlines()[0].startswith("| causal | backend | N |")
 
@@ -336,7 +375,8 @@ def test_gpu_check_script_dry_run(tmp_path):
     lines = r.stdout.strip().splitlines()
     assert "triton backend on cpu: available" in r.stdout and "correctness: 32/32 checks within bounds" in r.stdout
     assert " G=4  causal=True  ok" in r.stdout and " G=1  causal=True  ok" in r.stdout          # G = H and G = H/4
-    assert lines[-18] == "| causal | mode | H | backend | N | median ms | peak extra MiB | TFLOP/s | time / SDPA |"
+    assert lines[-18] == ("| causal | mode | H | backend | N | median ms | ms min–max | peak extra MiB | TFLOP/s | time / SDPA | "
+                          "time / SDPA, min–max over rounds |")
     assert [l.split(" | ")[2:4] for l in lines[-16:]] == [["1", "sdpa"], ["1", "triton"]] * 4 + [["4", "sdpa"], ["4", "triton"]] * 4
     assert "backward counted as 2.5x the forward (the triton backward runs 7 matmuls, not 5: 1.4x the counted work)" in r.stdout
     rep = json.loads(out.read_text())
@@ -394,7 +434,8 @@ def test_run_check_goes_on_after_a_failing_step(monkeypatch, tmp_path):
     assert any(l.startswith("benchmark FAILED, continuing:") and "RuntimeError: boom" in l for l in lines)
     text = lines[-1]
     assert "errors:\n  benchmark: RuntimeError: boom\n  benchmark GQA: RuntimeError: boom" in text
-    assert text.endswith("| backend | N | median ms | peak extra MiB | TFLOP/s | time / SDPA |\n|---|---:|---:|---:|---:|---:|\n")
+    assert text.endswith("| backend | N | median ms | ms min–max | peak extra MiB | TFLOP/s | time / SDPA | time / SDPA, min–max over rounds |\n"
+                         "|---|---:|---:|---|---:|---:|---:|---|\n")
     assert json.loads(path.read_text())["errors"] == {"benchmark": "RuntimeError: boom", "benchmark GQA": "RuntimeError: boom"}
 
 

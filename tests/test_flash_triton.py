@@ -464,3 +464,39 @@ def test_tile_phases_bad_arguments():
     with pytest.raises(ValueError, match=r"^n_k=-1 must be an int >= 0$"): ft.tile_phases(64, -1, 32, 32)
     with pytest.raises(TypeError, match=r"^block_n=16.0 must be a positive int$"): ft.tile_phases(64, 64, 32, 16.0)
     assert ft.tile_phases(0, 64, 32, 32).shape == (0,)
+
+
+# -- the GPU tile sizes and the tuning candidates, run in the interpreter -------------------------------
+
+def _gpu_configs():
+    "Every tile configuration a GPU would launch: the defaults for fp32 and 16-bit inputs (D = 64 and 128), and the tuning candidates."
+    from transformer_lit.gpu_check import BWD_CANDIDATES, FWD_CANDIDATES
+    fwd = {str(c): c for c in [ft.block_config("fwd", d, dt, interpret=False) for d in (64, 128) for dt in (torch.float32, torch.float16)] + FWD_CANDIDATES}
+    bwd = {str(c): c for c in [ft.block_config("bwd", d, dt, interpret=False) for d in (64, 128) for dt in (torch.float32, torch.float16)] + BWD_CANDIDATES}
+    return list(fwd.values()), list(bwd.values())
+
+@needs_triton
+@pytest.mark.skipif(DEV != "cpu", reason="the interpreter run of the GPU tiles (on a GPU the other tests launch them)")
+@pytest.mark.parametrize("G, nq, nk, is_causal", [(4, 37, 37, True), (2, 29, 131, False), (1, 131, 67, True)])
+def test_gpu_tiles_and_tuning_candidates_in_the_interpreter(G, nq, nk, is_causal):
+    "The tiles a GPU launches (never run on this machine otherwise): fp32, grouped-query, causal and not, odd lengths, against float64."
+    fwd, bwd = _gpu_configs()
+    assert len(fwd) >= 7 and len(bwd) >= 4                          # the defaults and every candidate, without repeats
+    g = torch.Generator().manual_seed(G)
+    q = torch.randn(1, 4, nq, 40, generator=g)                      # (B, H, Lq, D): D = 40 pads to 64 inside the kernels
+    k, v = (torch.randn(1, G, nk, 40, generator=g) for _ in range(2))
+    do = torch.randn_like(q)
+    q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
+    o64 = scaled_dot_product_attention(q64, k64, v64, is_causal=is_causal)
+    grads64 = torch.autograd.grad(o64, (q64, k64, v64), do.double())
+    err = lambda a, b: (a.double() - b).abs().max().item()
+    # fp32 against float64: the math backend's own fp32 error sets the scale of the bound
+    o32 = scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+    bound = 50 * max(err(o32, o64), 1e-7)
+    for cfg in fwd:
+        o, lse2 = ft._forward(q, k, v, is_causal, None, config=cfg)
+        assert err(o, o64) <= bound, (cfg, err(o, o64), bound)
+    o, lse2 = ft._forward(q, k, v, is_causal, None)
+    for cfg in bwd:
+        for got, want in zip(ft._backward(do, q, k, v, o, lse2, is_causal, None, config=cfg), grads64):
+            assert err(got, want) <= 50 * max(1e-7, want.abs().max().item() * 1e-6), (cfg, err(got, want))

@@ -14,10 +14,10 @@ from .model import DecoderOnlyLM, StaticCache, TransformerConfig
 from .multihead import KVCache, MultiHeadAttention
 
 # %% auto #0
-__all__ = ['SDPA_KERNELS', 'SETTINGS', 'PLOT_LABELS', 'DTYPES', 'time_ms', 'bench_backends', 'available_bytes', 'math_bytes',
-           'bench_attention', 'attention_columns', 'markdown_table', 'plot_bench', 'bench_mha', 'mha_table',
-           'repeated_kv_layer', 'bench_gqa', 'gqa_table', 'parse_args', 'main', 'lm_inputs', 'decode_step',
-           'bench_compile', 'torch_compile_table']
+__all__ = ['SDPA_KERNELS', 'SETTINGS', 'PLOT_LABELS', 'DTYPES', 'PEER_WORKLOADS', 'time_ms', 'bench_backends', 'available_bytes',
+           'math_bytes', 'bench_attention', 'attention_columns', 'markdown_table', 'plot_bench', 'bench_mha',
+           'mha_table', 'ratio_reading', 'repeated_kv_layer', 'bench_gqa', 'gqa_table', 'parse_args', 'main',
+           'lm_inputs', 'decode_step', 'bench_compile', 'torch_compile_table', 'bench_peer', 'peer_table']
 
 # %% ../nbs/16_benchmarks.ipynb #071bd046
 def time_ms(fn, # called with no arguments
@@ -46,6 +46,26 @@ def time_ms(fn, # called with no arguments
         else:
             t = time.perf_counter(); fn(); times.append((time.perf_counter() - t) * 1e3)
     return statistics.median(times)
+
+def _interleaved(fns: dict, # name -> function called with no arguments
+                 device="cpu", repeats: int=5, warmup: int=1, grads=()):
+    "name -> `repeats` times (ms): every round runs each function once, the order rotating, so a drifting machine slows all alike."
+    names, times = list(fns), {n: [] for n in fns}
+    for i in range(warmup + repeats):
+        for n in names[i % len(names):] + names[:i % len(names)]:    # who goes first rotates
+            ms = time_ms(fns[n], device, repeats=1, warmup=0, grads=grads)
+            if i >= warmup: times[n].append(ms)
+    return times
+
+def _spread(xs) -> dict:
+    "The median, the quartiles (q1, q3) and the range (lo, hi) of a list of numbers."
+    s = sorted(xs)
+    q1, _, q3 = statistics.quantiles(s, n=4, method="inclusive") if len(s) > 1 else (s[0],) * 3
+    return dict(median=statistics.median(s), q1=q1, q3=q3, lo=s[0], hi=s[-1])
+
+def _ratios(a, b) -> dict:
+    "The spread of the paired ratios a[i] / b[i] of two interleaved series (round i of each ran moments apart)."
+    return _spread([x / y for x, y in zip(a, b)])
 
 # %% ../nbs/16_benchmarks.ipynb #23d821d4
 SDPA_KERNELS = {"sdpa-flash": "FLASH_ATTENTION", "sdpa-efficient": "EFFICIENT_ATTENTION", "sdpa-cudnn": "CUDNN_ATTENTION"}
@@ -132,16 +152,16 @@ def bench_attention(seq_lens=(256, 512, 1024), # the lengths N (Lq = Lk = N)
                     dtype=torch.float32, device="cpu",
                     causal: bool=False, # top-left causal attention
                     backward: bool=False, # time forward + backward instead of forward only
-                    repeats: int=3, warmup: int=1, # timed runs (median) and untimed warm-up runs
+                    repeats: int=5, warmup: int=1, # timed rounds (median and spread) and untimed ones; every round runs each backend once
                     interpreter_max_len: int=128, # longest N for the Triton interpreter (CPU)
                     progress: bool=True, # show a tqdm progress bar
                     kv_heads: int|None=None, # G key/value heads (dividing heads) for k and v; default heads
                     tokens: int|None=None, # if given, the batch at length N is max(1, tokens // N) instead of `batch`
-                    reference: str="sdpa", # the backend run first at each N; `vs_ref` is time / its time
+                    reference: str="sdpa", # the backend listed first at each N; `vs_ref` is time / its time, round by round
                     deadline: float|None=None, # time.time() after which nothing more is timed (rows say so)
                     log=None, # called with one line per finished row
                    ) -> list[dict]:
-    "One row per (backend, N): the setting, median ms, peak extra MiB, TFLOP/s, time / the reference's time, and a note."
+    "One row per (backend, N): the setting, median ms and its range, peak extra MiB, TFLOP/s, time / the reference's (median and range of the paired ratios), a note."
     device = torch.device(device)
     for name, val in (("batch", batch), ("heads", heads), ("head_dim", head_dim), ("repeats", repeats)): check_int(name, val)
     check_int("warmup", warmup, 0); check_int("tokens", tokens, allow_none=True); check_int("interpreter_max_len", interpreter_max_len)
@@ -153,50 +173,60 @@ def bench_attention(seq_lens=(256, 512, 1024), # the lengths N (Lq = Lk = N)
     for n in names:
         if n not in found: raise ValueError(f"backends contains {n!r}; the names are {list(found)}")
     if reference not in found: raise ValueError(f"reference={reference!r} must be one of the backends {list(found)}")
-    if reference in names: names = [reference] + [n for n in names if n != reference]  # the reference runs first
+    if reference in names: names = [reference] + [n for n in names if n != reference]  # the reference comes first
     seq_lens = list(seq_lens)
     if not seq_lens or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in seq_lens):
         raise ValueError(f"seq_lens={seq_lens} must be a non-empty list of positive ints")
     mode = "fwd+bwd" if backward else "fwd"
-    rows, jobs = [], [(n, name) for n in seq_lens for name in names]
+    rows, lens = [], seq_lens
     if progress:
         from tqdm.auto import tqdm
-        jobs = tqdm(jobs, desc=f"attention {mode} on {device.type}", leave=False)
-    inputs, ref_ms = {}, {}
-    for N, name in jobs:
+        lens = tqdm(lens, desc=f"attention {mode} on {device.type}", leave=False)
+    for N in lens:
         B = max(1, tokens // N) if tokens else batch
-        if N not in inputs:
-            inputs.clear(); g = torch.Generator(device=device).manual_seed(0)
-            q = torch.randn(B, heads, N, head_dim, generator=g, device=device, dtype=dtype)                  # (B, H, N, D)
-            k, v = (torch.randn(B, G, N, head_dim, generator=g, device=device, dtype=dtype) for _ in range(2))  # (B, G, N, D)
-            inputs[N] = ([t.requires_grad_(backward) for t in (q, k, v)], torch.randn_like(q) if backward else None)
-        (q, k, v), do = inputs[N]
-        row = dict(backend=name, N=N, D=head_dim, causal=bool(causal), mode=mode, B=B, H=heads, G=G,
-                   ms=math.nan, peak_mib=math.nan, tflops=math.nan, vs_ref=math.nan, ref=reference, note="")
-        rows.append(row)
-        fn, why = found[name]
-        need = math_bytes(B, heads, N, N, dtype, backward)
-        if deadline is not None and time.time() > deadline: row["note"] = "skipped: time budget spent"
-        elif fn is None: row["note"] = f"skipped: {why}"
-        elif name == "triton" and device.type == "cpu" and N > interpreter_max_len:
-            row["note"] = f"skipped: Triton interpreter, timed only for N <= interpreter_max_len={interpreter_max_len}"
-        elif name == "math" and need > available_bytes(device) / 2:
-            row["note"] = f"skipped: needs ~{need / 2 ** 30:.1f} GiB, over half of the {available_bytes(device) / 2 ** 30:.1f} GiB available"
-        else:
-            try:
-                _, extra = peak_memory(_run, fn, q, k, v, causal, do, device=device)
-                row["ms"] = time_ms(lambda: _run(fn, q, k, v, causal, do), device, repeats, warmup, grads=(q, k, v))
-                row["peak_mib"] = extra / 2 ** 20
-                row["tflops"] = attention_flops(B, heads, N, N, head_dim, causal, mode) / (row["ms"] * 1e-3) / 1e12
-                if name == reference: ref_ms[N] = row["ms"]
-                row["vs_ref"] = row["ms"] / ref_ms[N] if N in ref_ms else math.nan
-            except Exception as e:                                      # out of memory, unsupported input, ...
-                row["note"] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:100]}"
-            finally:
-                for t in (q, k, v): t.grad = None
-        if log: log(_log_line(row))
+        g = torch.Generator(device=device).manual_seed(0)
+        q = torch.randn(B, heads, N, head_dim, generator=g, device=device, dtype=dtype)                  # (B, H, N, D)
+        k, v = (torch.randn(B, G, N, head_dim, generator=g, device=device, dtype=dtype) for _ in range(2))  # (B, G, N, D)
+        q, k, v = (t.requires_grad_(backward) for t in (q, k, v))
+        do = torch.randn_like(q) if backward else None
+        here, runs = {}, {}                                          # this N's rows; the backends that will be timed
+        for name in names:
+            row = here[name] = dict(backend=name, N=N, D=head_dim, causal=bool(causal), mode=mode, B=B, H=heads, G=G,
+                                    ms=math.nan, ms_lo=math.nan, ms_hi=math.nan, peak_mib=math.nan, tflops=math.nan,
+                                    vs_ref=math.nan, vs_ref_lo=math.nan, vs_ref_hi=math.nan, ref=reference, note="")
+            rows.append(row)
+            fn, why = found[name]
+            need = math_bytes(B, heads, N, N, dtype, backward)
+            if deadline is not None and time.time() > deadline: row["note"] = "skipped: time budget spent"
+            elif fn is None: row["note"] = f"skipped: {why}"
+            elif name == "triton" and device.type == "cpu" and N > interpreter_max_len:
+                row["note"] = f"skipped: Triton interpreter, timed only for N <= interpreter_max_len={interpreter_max_len}"
+            elif name == "math" and need > available_bytes(device) / 2:
+                row["note"] = f"skipped: needs ~{need / 2 ** 30:.1f} GiB, over half of the {available_bytes(device) / 2 ** 30:.1f} GiB available"
+            else:
+                try:                                                # a first run, alone: its peak memory
+                    _, extra = peak_memory(_run, fn, q, k, v, causal, do, device=device)
+                    row["peak_mib"] = extra / 2 ** 20
+                    runs[name] = lambda fn=fn: _run(fn, q, k, v, causal, do)
+                except Exception as e:                              # out of memory, unsupported input, ...
+                    row["note"] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:100]}"
+                finally:
+                    for t in (q, k, v): t.grad = None
+        if runs:                                                    # -- all backends of this N, round by round
+            try: times = _interleaved(runs, device, repeats, warmup, grads=(q, k, v))
+            except Exception as e:
+                times = {}
+                for name in runs: here[name]["note"] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:100]}"
+            for name, ts in times.items():
+                row, s = here[name], _spread(ts)
+                row.update(ms=s["median"], ms_lo=s["lo"], ms_hi=s["hi"],
+                           tflops=attention_flops(B, heads, N, N, head_dim, causal, mode) / (s["median"] * 1e-3) / 1e12)
+                if reference in times:
+                    r = _ratios(ts, times[reference])
+                    row.update(vs_ref=r["median"], vs_ref_lo=r["lo"], vs_ref_hi=r["hi"])
+        if log:
+            for row in here.values(): log(_log_line(row))
     return rows
-
 
 # %% ../nbs/16_benchmarks.ipynb #19699e9e
 SETTINGS = ("D", "causal", "mode", "B", "H", "G")      # what a sweep row was measured at, besides the backend and N
@@ -205,12 +235,17 @@ def _varying(rows, keys=SETTINGS) -> list[str]:
     "The keys among `keys` that take more than one value across the rows."
     return [k for k in keys if len({r.get(k) for r in rows}) > 1]
 
+def _range(lo, hi, spec=".2f"):
+    "A column of `markdown_table`: the row's range `lo`–`hi`."
+    return lambda r: "–" if math.isnan(r.get(lo, math.nan)) else f"{r[lo]:{spec}}–{r[hi]:{spec}}"
+
 def attention_columns(rows: list[dict]) -> list[tuple]:
     "The columns of a `bench_attention` table: the settings that vary across the rows, then the measurements."
     ref = rows[0].get("ref", "sdpa") if rows else "sdpa"
+    by = "SDPA" if ref == "sdpa" else ref
     return ([(k, k, "") for k in _varying(rows)] + [("backend", "backend", ""), ("N", "N", "d"), ("median ms", "ms", ".2f"),
-            ("peak extra MiB", "peak_mib", ".1f"), ("TFLOP/s", "tflops", ".4f"),
-            ("time / SDPA" if ref == "sdpa" else f"time / {ref}", "vs_ref", ".2f")])
+            ("ms min–max", _range("ms_lo", "ms_hi"), ""), ("peak extra MiB", "peak_mib", ".1f"), ("TFLOP/s", "tflops", ".4f"),
+            (f"time / {by}", "vs_ref", ".2f"), (f"time / {by}, min–max over rounds", _range("vs_ref_lo", "vs_ref_hi"), "")])
 
 def markdown_table(rows: list[dict], # from `bench_attention`, or any rows with `columns`
                    title: str|None=None, # a heading line above the table
@@ -224,12 +259,12 @@ def markdown_table(rows: list[dict], # from `bench_attention`, or any rows with 
     notes, varying = {}, _varying(rows)
     for r in rows:
         if r.get("note"):
-            label = " ".join([r["backend"]] + [f"{k}={r.get(k)}" for k in varying])
-            notes.setdefault((label, r["note"]), []).append(r["N"]); continue
+            label = " ".join([str(r.get("backend", r.get("workload", "")))] + [f"{k}={r.get(k)}" for k in varying])
+            notes.setdefault((label, r["note"]), []).append(r.get("N")); continue
         lines.append("| " + " | ".join(cell(r, key, spec) for _, key, spec in cols) + " |")
-    if notes: lines += [""] + [f"- {label} (N={', '.join(map(str, ns))}): {note}" for (label, note), ns in notes.items()]
+    if notes: lines += [""] + [f"- {label}" + (f" (N={', '.join(map(str, ns))})" if None not in ns else "") + f": {note}"
+                               for (label, note), ns in notes.items()]
     return "\n".join(lines) + "\n"
-
 
 # %% ../nbs/16_benchmarks.ipynb #99fb4501
 PLOT_LABELS = {"ms": "median time (ms)", "peak_mib": "peak extra memory (MiB)", "tflops": "achieved TFLOP/s"}
@@ -265,9 +300,9 @@ def plot_bench(rows: list[dict], title: str="", path=None,
 def bench_mha(batch: int=4, seq_len: int=1024, d_model: int=512, n_heads: int=8, # the layer and input shape
               dtype=torch.float32, device="cpu",
               causal: bool=False, # causal self-attention
-              repeats: int=3, warmup: int=1,
+              repeats: int=5, warmup: int=1, # timed rounds (both modules once per round) and untimed ones
              ) -> list[dict]:
-    "Forward + backward of `MultiHeadAttention(backend='auto')` and `torch.nn.MultiheadAttention`: ms, peak MiB, ratio."
+    "Forward + backward of `MultiHeadAttention(backend='auto')` and `torch.nn.MultiheadAttention`, interleaved: ms and range, peak MiB, paired ratio and range."
     for name, val in (("batch", batch), ("seq_len", seq_len), ("d_model", d_model), ("n_heads", n_heads), ("repeats", repeats)):
         check_int(name, val)
     check_int("warmup", warmup, 0); _check_dtype(dtype)
@@ -283,18 +318,26 @@ def bench_mha(batch: int=4, seq_len: int=1024, d_model: int=512, n_heads: int=8,
     H, D = n_heads, d_model // n_heads
     probe = torch.empty(batch, H, seq_len, D, device=device, dtype=dtype)  # (B, H, T, D), what the heads see
     chosen = choose_backend(probe, probe, probe, is_causal=causal)
-    rows = []
-    for name, step in ((f"transformer_lit MultiHeadAttention (auto -> {chosen})", step_ours), ("torch.nn.MultiheadAttention", step_ref)):
-        _, extra = peak_memory(step, device=device)
-        ms = time_ms(step, device, repeats, warmup)
-        rows.append(dict(module=name, ms=ms, peak_mib=extra / 2 ** 20))
-    for r in rows: r["vs_torch"] = r["ms"] / rows[1]["ms"]
+    steps = {f"transformer_lit MultiHeadAttention (auto -> {chosen})": step_ours, "torch.nn.MultiheadAttention": step_ref}
+    peaks = {name: peak_memory(step, device=device)[1] for name, step in steps.items()}
+    times = _interleaved(steps, device, repeats, warmup, grads=[x, *ours.parameters(), *ref.parameters()])
+    rows, torch_ms = [], times["torch.nn.MultiheadAttention"]
+    for name, ts in times.items():
+        s, r = _spread(ts), _ratios(ts, torch_ms)
+        rows.append(dict(module=name, ms=s["median"], ms_lo=s["lo"], ms_hi=s["hi"], peak_mib=peaks[name] / 2 ** 20,
+                         vs_torch=r["median"], vs_torch_lo=r["lo"], vs_torch_hi=r["hi"]))
     return rows
 
 def mha_table(rows: list[dict], title: str|None=None) -> str:
     "The rows of `bench_mha` as a markdown table."
-    return markdown_table(rows, title, [("module", "module", ""), ("median ms (fwd+bwd)", "ms", ".2f"),
-                                        ("peak extra MiB", "peak_mib", ".1f"), ("time / torch", "vs_torch", ".2f")])
+    return markdown_table(rows, title, [("module", "module", ""), ("median ms (fwd+bwd)", "ms", ".2f"), ("ms min–max", _range("ms_lo", "ms_hi"), ""),
+                                        ("peak extra MiB", "peak_mib", ".1f"), ("time / torch", "vs_torch", ".2f"),
+                                        ("time / torch, min–max over rounds", _range("vs_torch_lo", "vs_torch_hi"), "")])
+
+def ratio_reading(lo: float, hi: float, # the range of a ratio (time / peer's time) over the rounds
+                  ) -> str:
+    "What a ratio's range supports: 'faster' (the whole range below 1), 'slower' (above 1), or 'no difference this run can show'."
+    return "faster" if hi < 1 else "slower" if lo > 1 else "no difference this run can show"
 
 # %% ../nbs/16_benchmarks.ipynb #01fb02bf
 def repeated_kv_layer(layer: MultiHeadAttention, # a grouped-query layer (fused self-attention projections)
@@ -393,6 +436,8 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--mha", action="store_true", help="also run the MultiHeadAttention vs torch.nn.MultiheadAttention benchmark (B=4, T=1024, d_model=512, 8 heads)")
     p.add_argument("--gqa", action="store_true", help="also run the grouped-query decoding-step benchmark (B=4, context 1024, d_model=512, 8 heads, G = 8, 2, 1)")
+    p.add_argument("--peer", action="store_true", help="also compare DecoderOnlyLM with transformers' GPT2LMHeadModel on the same weights "
+                   "(d_model 256, 4 layers, V 2000; train and prefill B=8, T=256; generate 128 tokens from a prompt of 32; 7 rounds)")
     p.add_argument("--out", default="bench_results", help="output folder")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
@@ -432,12 +477,14 @@ def main(argv=None):
         gt = gqa_table(grows, f"one decoding step, B=4, context 1024, d_model=512, 8 heads, {a.dtype}, {device.type}")
         (out / f"gqa_{device.type}_{a.dtype}.md").write_text(gt); print(gt)
         rows = rows + grows
+    if a.peer:
+        prows = bench_peer(batch=8, seq_len=256, prompt_len=32, new_tokens=128, repeats=7, device=device)
+        pt = peer_table(prows, f"DecoderOnlyLM vs transformers GPT2LMHeadModel, same weights: d_model 256, 4 layers, V 2000; "
+                               f"B=8, T=256; generate 128 tokens; {device.type}, threads={torch.get_num_threads()}")
+        (out / f"peer_{device.type}.md").write_text(pt); print(pt)
+        rows = rows + prows
     print(f"wrote {stem}.md, .json, .png into --out")
     return rows
-
-# %% ../nbs/16_benchmarks.ipynb #85d98ca7
-#| eval: false
-if __name__ == "__main__" and "ipykernel" not in sys.modules: main()  # `python -m transformer_lit.bench`
 
 # %% ../nbs/16_benchmarks.ipynb #c0a1e002
 def lm_inputs(config, batch: int, seq_len: int, device="cpu", seed: int=0):
@@ -535,3 +582,96 @@ def torch_compile_table(rows: list[dict], title: str|None=None) -> str:
                                         ("compiled / eager", "ratio", ".2f"), ("first compiled call s", "compile_s", ".1f"),
                                         ("max abs diff", "max_abs_diff", ".1e"), ("allclose", "allclose", "")])
 
+
+# %% ../nbs/16_benchmarks.ipynb #pe3r0002
+PEER_WORKLOADS = ("train", "prefill", "generate", "generate-compiled")
+
+def _peer_config(vocab_size=2000, d_model=256, n_layers=4, n_heads=4, max_len=512):
+    "A GPT-2-shaped config: learned positions, tanh GELU, biases, tied embeddings, d_ff = 4·d_model, no dropout."
+    return TransformerConfig(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=4 * d_model,
+                             dropout=0.0, max_len=max_len, positional="learned", activation="gelu_tanh", scale_embeddings=False)
+
+def _hf_train_step(model, opt, idx, targets):
+    "The peer's training step: the same loss as ours (cross-entropy of every position's logits), backward, AdamW."
+    opt.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(model(input_ids=idx, use_cache=False).logits.flatten(0, 1), targets.flatten())
+    loss.backward()
+    opt.step()
+    return loss.detach()
+
+def bench_peer(config=None, # a TransformerConfig that saves as GPT-2; default d_model 256, 4 layers, 4 heads, V 2000
+               batch: int=4, seq_len: int=128, # the training step's and the prefill's input (B, T)
+               prompt_len: int=32, new_tokens: int=32, # greedy generation: one prompt (B = 1), this many new tokens
+               workloads=PEER_WORKLOADS, # any of "train", "prefill", "generate", "generate-compiled"
+               repeats: int=5, warmup: int=1, # timed rounds (both models once per round) and untimed ones
+               seed: int=0, device="cpu",
+              ) -> list[dict]:
+    "`DecoderOnlyLM` against transformers' `GPT2LMHeadModel` with the same weights, interleaved: ms and range of each, paired ratio and range, a check."
+    config = _peer_config() if config is None else config
+    if not isinstance(config, TransformerConfig): raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
+    for name, val in (("batch", batch), ("seq_len", seq_len), ("prompt_len", prompt_len), ("new_tokens", new_tokens), ("repeats", repeats)):
+        check_int(name, val)
+    check_int("warmup", warmup, 0); check_int("seed", seed, 0)
+    if isinstance(workloads, str): raise TypeError(f"workloads={workloads!r} must be a tuple of names, not a string")
+    if not workloads or any(w not in PEER_WORKLOADS for w in workloads):
+        raise ValueError(f"workloads={tuple(workloads)} must be a non-empty subset of {PEER_WORKLOADS}")
+    if seq_len > config.max_len: raise ValueError(f"seq_len={seq_len} must be <= config.max_len={config.max_len}")
+    if prompt_len + new_tokens > config.max_len:
+        raise ValueError(f"prompt_len={prompt_len} plus new_tokens={new_tokens} must be <= config.max_len={config.max_len}")
+    from transformer_lit.checkpoints import config_to_hf, save_pretrained
+    config_to_hf(config)                                            # raises unless GPT-2 reproduces the config
+    try: from transformers import GPT2LMHeadModel
+    except ImportError as e:
+        return [dict(workload=w, note=f"skipped: transformers is not installed ({e}); `pip install transformers` to compare")
+                for w in workloads]
+    import tempfile
+    device = torch.device(device)
+    torch.manual_seed(seed)
+    ours = DecoderOnlyLM(config).to(device).eval()
+    with tempfile.TemporaryDirectory() as tmp:                      # chapter 13's writer: the same weights, in GPT-2's layout
+        save_pretrained(ours, tmp)
+        hf = GPT2LMHeadModel.from_pretrained(tmp, attn_implementation="sdpa").to(device).eval()
+    idx, targets = lm_inputs(config, batch, seq_len, device, seed)  # (B, T), (B, T)
+    prompt = lm_inputs(config, 1, prompt_len, device, seed + 1)[0]   # (1, T0)
+    gen = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, eos_token_id=None, pad_token_id=0,
+               attention_mask=torch.ones_like(prompt))                 # transformers' greedy search, never stopping early
+    rows = []
+    for w in workloads:
+        compile_s, check = math.nan, ""
+        if w == "train":                                            # copies: the timed steps change the weights
+            m_o, m_h = copy.deepcopy(ours).train(), copy.deepcopy(hf).train()
+            o_o, o_h = (torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (m_o, m_h))
+            fns = {"ours": lambda: _train_step(m_o, o_o, idx, targets), "transformers": lambda: _hf_train_step(m_h, o_h, idx, targets)}
+            check = f"first loss {abs(fns['ours']().item() - fns['transformers']().item()):.1e} apart"
+        elif w == "prefill":
+            fns = {"ours": torch.no_grad()(lambda: ours(idx)), "transformers": torch.no_grad()(lambda: hf(input_ids=idx, use_cache=False).logits)}
+            check = f"max abs logit diff {(fns['ours']() - fns['transformers']()).abs().max().item():.1e}"
+        else:
+            step = None
+            if w == "generate-compiled":                            # the one-token step compiled (a static cache: fixed shapes)
+                torch.compiler.reset(); compiled = torch.compile(ours, fullgraph=True)
+                step = lambda x, **kw: (compiled if x.shape[1] == 1 else ours)(x, **kw)
+            fns = {"ours": lambda: ours.generate(prompt, new_tokens, greedy=True, static_cache=step is not None, step=step),
+                   "transformers": lambda: hf.generate(prompt, **gen)}
+            t = time.perf_counter(); a = fns["ours"](); compile_s = time.perf_counter() - t if step is not None else math.nan
+            b = fns["transformers"]()
+            if a.shape != b.shape or not torch.equal(a, b):
+                raise RuntimeError(f"greedy tokens differ between ours and transformers ({w}): {a.tolist()} vs {b.tolist()}")
+            check = f"{new_tokens} tokens identical"
+        times = _interleaved(fns, device, repeats, warmup)
+        s_o, s_h, r = _spread(times["ours"]), _spread(times["transformers"]), _ratios(times["ours"], times["transformers"])
+        rows.append(dict(workload=w, ours_ms=s_o["median"], ours_lo=s_o["lo"], ours_hi=s_o["hi"], hf_ms=s_h["median"],
+                         hf_lo=s_h["lo"], hf_hi=s_h["hi"], ratio=r["median"], ratio_lo=r["lo"], ratio_hi=r["hi"],
+                         reading=ratio_reading(r["lo"], r["hi"]), check=check, compile_s=compile_s, note=""))
+    return rows
+
+def peer_table(rows: list[dict], title: str|None=None) -> str:
+    "The rows of `bench_peer` as a markdown table."
+    return markdown_table(rows, title, [("workload", "workload", ""), ("ours ms", "ours_ms", ".1f"), ("ours min–max", _range("ours_lo", "ours_hi", ".1f"), ""),
+                                        ("transformers ms", "hf_ms", ".1f"), ("transformers min–max", _range("hf_lo", "hf_hi", ".1f"), ""),
+                                        ("ours / transformers", "ratio", ".2f"), ("min–max over rounds", _range("ratio_lo", "ratio_hi"), ""),
+                                        ("reading", "reading", ""), ("same numbers", "check", ""), ("first compiled call s", "compile_s", ".0f")])
+
+# %% ../nbs/16_benchmarks.ipynb #85d98ca7
+#| eval: false
+if __name__ == "__main__" and "ipykernel" not in sys.modules: main()  # `python -m transformer_lit.bench`
