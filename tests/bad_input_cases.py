@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from transformer_lit import (checks, attention, scaling, norm, ffn, positional, masks, multihead, blocks, model, decoding, train,
-                             checkpoints, flash, flash_triton, bench, viz)  # gpu_check imported by its rows
+                             checkpoints, flash, flash_triton, bench, viz, at_scale)  # gpu_check imported by its rows
 
 Row = namedtuple("Row", "id target call exc words")
 Legal = namedtuple("Legal", "id target call check")
@@ -1728,6 +1728,29 @@ R("widgets.explorer_figure.explorer.str", WG + "explorer_figure:explorer", TypeE
   lambda: _closing(lambda: _widgets().explorer_figure("e")))
 R("widgets.readout_html.view.str", WG + "readout_html:view", TypeError, [NAMED("view"), "ExplorerView", "str"], lambda: _widgets().readout_html("v"))
 
+
+# -- chapter 12 (at_scale): the memory demo's sizes, the command line's sample lines, the launcher's world size
+AS = "at_scale."
+def _as_task():
+    tr, va = train.make_task("reverse", 0, 8, n_val=2, block_size=16)
+    torch.manual_seed(0)
+    return train.make_model(tr, 16, 2, 1, 0.0, 0).eval(), va
+for _p in ("n_layers", "d_model", "block_size", "batch_size", "vocab"):
+    R(f"at_scale.step_memory.{_p}.zero", AS + f"step_memory:{_p}", ValueError, [f"{_p}=0", "positive int"],
+      lambda _p=_p: at_scale.step_memory(**{_p: 0}))
+R("at_scale.step_memory.n_heads.float", AS + "step_memory:n_heads", TypeError, ["n_heads=2.5", "positive int"],
+  lambda: at_scale.step_memory(n_heads=2.5))
+R("at_scale.step_memory.checkpointing.str", AS + "step_memory:checkpointing", TypeError, ["checkpointing='yes'", "bool"],
+  lambda: at_scale.step_memory(checkpointing="yes"))
+R("at_scale.sample_predictions.model.str", AS + "sample_predictions:model", TypeError, ["model must be a torch.nn.Module", "str"],
+  lambda: at_scale.sample_predictions("m", None))
+R("at_scale.sample_predictions.data.str", AS + "sample_predictions:data", TypeError, ["data must be a Seq2SeqData or an LMData", "str"],
+  lambda: at_scale.sample_predictions(_as_task()[0], "x"))
+R("at_scale.sample_predictions.n.zero", AS + "sample_predictions:n", ValueError, ["n=0", "positive int"],
+  lambda: at_scale.sample_predictions(*_as_task(), n=0))
+R("at_scale.launch.world_size.zero", AS + "launch:world_size", ValueError, ["world_size=0", "positive int"],
+  lambda: at_scale.launch(print, 0))
+
 # =====================================================================================================================
 # exemptions (filled below)
 # =====================================================================================================================
@@ -1754,12 +1777,11 @@ EXEMPT_CALLABLES: dict = {
     "viz.GraphNode": RECORD, "viz.ModuleGraph": RECORD,
     "viz.ModuleGraph.node": "looks up a node by id in a graph that module_graph built; an unknown id raises KeyError listing the ids",
     "viz.ModuleGraph.by_label": "filters the nodes of a graph module_graph built by label; any value matches or not", "widgets.ExplorerUI.view": NO_ARGS,
-    # launch, train_job and main moved to chapter 12 (module at_scale, not yet in test_bad_input.MODULES); step_memory_job
-    # became at_scale.step_memory (live tensors, in process). Their exemptions, for when at_scale joins the table:
-    # "at_scale.launch": the old "train.launch" reason; "at_scale.train_job": the old "train.train_job" reason;
-    # "at_scale.main": "command line: argparse validates argv and exits with a usage message";
-    # "at_scale.peak_live_bytes": "calls fn() under the profiler: any callable (a non-callable fails when called, naming it)";
-    # rows for at_scale.step_memory:n_layers (check_int) and at_scale.sample_predictions:model/data/n (type checks, check_int).
+    "at_scale.peak_live_bytes": "calls fn() under the profiler: any callable (a non-callable fails when called, naming it)",
+    "at_scale.train_job": "a job run by launch(): its spec dict is written by the chapter and tests/train_workers.py",
+    "at_scale.main": "command line: argparse validates argv and exits with a usage message",
+    "exercises.expect_close": "an exercise check's assertion: it raises AssertionError by design, naming what it expected; called by the course's check cells",
+    "exercises.check_exercise": "runs a chapter's check cell on the learner's function: any error the check raises is the message the learner should see",
     "bench.parse_args": "command line: argparse validates argv and exits with a usage message",
     "bench.main": "command line: argparse validates argv and exits with a usage message",
     "checkpoints.hf_shapes": "one step of from_pretrained over rules that weight_rules built from a checked config; not user input",
@@ -1809,6 +1831,12 @@ DTYPE_T = "a dtype handed to torch's .to(), which raises its own TypeError for a
 PASS = "passed through unchanged to the wrapped callable, which validates it"
 MPL = "passed to matplotlib, which validates its own arguments"
 EXEMPT_PARAMS: dict = {
+    ("at_scale.sample_predictions", "device"): DEVICE,
+    ("at_scale.sample_predictions", "seed"): "seeds a torch.Generator for LM sampling (any int; unused for seq2seq data)",
+    ("at_scale.launch", "fn"): "must be importable by name in the spawned processes; tested with real processes in tests/test_train.py",
+    ("at_scale.launch", "args"): "passed as they are to fn on every rank",
+    ("at_scale.launch", "backend"): "torch.distributed's backend name; init_process_group names an unknown one",
+    ("at_scale.launch", "timeout"): "seconds to wait; a TimeoutError names the ranks still running",
     ("bench.decode_step", "model"): "any callable model; it is called at once with idx and cache (rows on DecoderOnlyLM.forward)",
     ("bench.decode_step", "idx"): "passed to the model, whose token check names it (rows on DecoderOnlyLM.forward)",
     ("attention.causal_mask", "device"): DEVICE,

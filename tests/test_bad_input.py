@@ -19,8 +19,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 import bad_input_cases as cases                                   # noqa: E402
 
-MODULES = ("checks attention scaling norm ffn positional masks multihead blocks model decoding train checkpoints flash "
-           "flash_triton gpu_check bench viz widgets").split()
+MODULES = ("checks attention scaling norm ffn positional long_context masks multihead blocks model decoding train at_scale "
+           "checkpoints flash flash_triton gpu_check bench viz widgets exercises").split()
 
 
 @pytest.fixture(scope="module", autouse=True)

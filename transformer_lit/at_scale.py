@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.distributed as dist
-from .attention import check_int
+from .attention import check_bool, check_int
 from .model import TransformerConfig, DecoderOnlyLM, count_parameters
 from .checks import _check_type, _check_model
 from .train import (TASKS, PRECISIONS, PARALLEL, TrainConfig, Seq2SeqData, LMData, autocast, batch_loss,
@@ -38,7 +38,8 @@ def step_memory(n_layers: int=8, # blocks of the decoder-only model
                 d_model: int=128, n_heads: int=4, block_size: int=256, batch_size: int=16, vocab: int=64,
                ) -> dict: # peak_live (bytes), block_input (bytes of one block's input), parameters (bytes), loss
     "The peak live tensor bytes of one forward and backward pass of a decoder-only LM on random tokens (CPU, float32)."
-    check_int("n_layers", n_layers)
+    for k, v in dict(n_layers=n_layers, d_model=d_model, n_heads=n_heads, block_size=block_size, batch_size=batch_size, vocab=vocab).items(): check_int(k, v)
+    check_bool("checkpointing", checkpointing)
     ids = torch.randint(vocab, (batch_size, block_size + 1), generator=torch.Generator().manual_seed(0))   # (B, T+1)
     c = TransformerConfig(vocab, d_model, n_heads, n_layers, d_ff=4 * d_model, dropout=0.0, max_len=block_size, positional="learned")
     torch.manual_seed(0)

@@ -79,7 +79,7 @@ def _rope(g):
         s["original_max_position_embeddings"] = g("max_position_embeddings")     # max_position_embeddings, whatever the dict says
     elif kind in ("yarn", "llama3") and s.get("original_max_position_embeddings") is None:
         s["original_max_position_embeddings"] = g("max_position_embeddings")      # transformers' fallback
-    try: return base, check_rope_scaling(s, base)                               # chapter 05's rules, key by key
+    try: return base, check_rope_scaling(s, base)                               # chapter 06's rules, key by key
     except (TypeError, ValueError) as e: _unsupported(field, old or p, str(e))
 
 def config_from_hf(hf: dict, # a parsed Hugging Face config.json
