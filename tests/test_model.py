@@ -644,7 +644,8 @@ def test_default_config_starts_near_ln_v_and_unscaled_logits_did_not(cls):
             if cls is DecoderOnlyLM: return m(ids[:, :-1], targets=ids[:, 1:])[1].item()
             return m(ids, ids[:, :-1], targets=ids[:, 1:])[1].item()
     assert abs(first_loss() / math.log(V) - 1) < 0.03                                  # the defaults: d_model 512, 6 layers
-    assert first_loss(logit_scale=1.0) > 1.5 * math.log(V)                             # without the d_model^-0.5: far above
+    unscaled = first_loss(logit_scale=1.0)                                             # without the d_model^-0.5: far above,
+    assert abs(unscaled / (0.82 * math.sqrt(512)) - 1) < 0.05, unscaled                # near the current token's logit 0.82·√d
 
 def test_output_scale_rule():
     assert TransformerConfig(vocab_size=10, d_model=64, n_heads=4).output_scale == 64 ** -0.5
