@@ -257,7 +257,8 @@ def _decode_step(model, idx, cache):
     for block, kv in zip(model.blocks, cache.layers):
         attn = block.self_attn.sublayer
         q, k, v = _linear(attn.in_proj, _norm(block.self_attn.norm, x)).split(attn.qkv_widths, -1)   # (B, 1, H·D), (B, 1, G·D) x 2
-        q, k, v = (t.view(*x.shape[:2], -1, attn.d_head).transpose(1, 2) for t in (q, k, v))   # (B, H, 1, D), (B, G, 1, D) x 2
+        heads = (attn.n_heads, attn.n_kv_heads, attn.n_kv_heads)
+        q, k, v = (t.view(x.shape[0], 1, n, attn.d_head).transpose(1, 2) for t, n in zip((q, k, v), heads))   # (B, H, 1, D), (B, G, 1, D) x 2
         if attn.rotary is not None: q, k = _rotate(attn.rotary, q, k, past, None, True, True)
         k, v = kv._append(k, v)                                         # (B, G, past + 1, D): written in place
         if attn.n_kv_heads < attn.n_heads and not _SDPA_HAS_GQA:
