@@ -33,9 +33,10 @@ def workloads(ours, theirs, V=2000):
         with torch.no_grad(): return theirs(batch).logits
     def train(m, hf):
         def f():
-            m.zero_grad(set_to_none=True)
-            loss = m(batch, labels=batch).loss if hf else m(batch[:, :-1], batch[:, 1:])[1]
-            loss.backward()
+            with torch.enable_grad():                                   # callers may run under no_grad
+                m.zero_grad(set_to_none=True)
+                loss = m(batch, labels=batch).loss if hf else m(batch[:, :-1], batch[:, 1:])[1]
+                loss.backward()
         return f
     return {"greedy generate 128, B 1, prompt 32": (gen_ours, gen_theirs),
             "prefill B 8, T 256": (pre_ours, pre_theirs),
