@@ -359,3 +359,47 @@ def test_min_p_one_keeps_the_top_token_and_its_ties():
     assert kept.tolist() == [[True, False, True, False], [False, True, False, False]]
     _same(min_p_filter(z, 1.0), hf.MinPLogitsWarper(1.0)(torch.zeros(2, 1, dtype=torch.long), z.clone()))
     assert sample_next(z[1:], min_p=1.0, generator=torch.Generator().manual_seed(0)).item() == 1
+
+
+# ---------------------------------------------------------------- the fast decoding step of lm_generate
+@pytest.mark.parametrize("kw", [dict(positional="learned", activation="gelu_tanh", scale_embeddings=False),
+                                dict(positional="sinusoidal"), dict(positional="none", final_norm=False),
+                                dict(positional="rope", norm="rms", activation="swiglu", n_kv_heads=2, bias=False),
+                                dict(positional="rope", n_kv_heads=1, tie_embeddings=False, rope_scaling={"rope_type": "linear", "factor": 2.0})])
+def test_fast_decode_step_equals_forward(kw):
+    "`_decode_step` gives forward's logits (float64) step after step, and generate gives the same tokens as forward per token."
+    from transformer_lit.decoding import _decode_step, _fast_path_ok
+    torch.manual_seed(0)
+    m = DecoderOnlyLM(TransformerConfig(vocab_size=50, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=64, dropout=0.0, **kw)).double().eval()
+    prompt = torch.randint(0, 50, (3, 5))
+    assert _fast_path_ok(m, prompt)
+    fast, ref = m.new_cache(), m.new_cache()
+    m(prompt, cache=fast); m(prompt, cache=ref)
+    for tok in torch.randint(0, 50, (25, 3, 1)):                       # past the first buffer's 16 slots
+        torch.testing.assert_close(_decode_step(m, tok, fast), m(tok, cache=ref), rtol=0, atol=1e-12)
+    assert torch.equal(m.generate(prompt, 30, greedy=True), m.generate(prompt, 30, greedy=True, step=m))
+    assert torch.equal(m.generate(prompt, 30, greedy=True), m.generate(prompt, 30, greedy=True, use_cache=False))
+    g = lambda: torch.Generator().manual_seed(5)
+    assert torch.equal(m.generate(prompt, 30, temperature=0.8, top_k=10, generator=g()),
+                       m.generate(prompt, 30, temperature=0.8, top_k=10, generator=g(), step=m))
+
+def test_fast_decode_step_is_taken_only_where_it_is_exact(monkeypatch):
+    "Training mode, ALiBi, post-norm, the math backend, hooks, padding and the static cache take forward for every token."
+    import transformer_lit.decoding as dec
+    calls = []
+    real = dec._decode_step
+    monkeypatch.setattr(dec, "_decode_step", lambda *a: calls.append(1) or real(*a))
+    torch.manual_seed(0)
+    base = dict(vocab_size=50, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=64, dropout=0.0)
+    prompt = torch.randint(0, 50, (2, 4))
+    m = DecoderOnlyLM(TransformerConfig(**base)).eval()
+    m.generate(prompt, 6, greedy=True)
+    assert len(calls) == 5                                              # the prompt through forward, then 5 fast steps
+    for other in (dict(positional="alibi"), dict(norm_first=False), dict(backend="math")):
+        calls.clear(); DecoderOnlyLM(TransformerConfig(**base, **other)).eval().generate(prompt, 6, greedy=True)
+        assert not calls, other
+    calls.clear(); m.train(); m.generate(prompt, 6, greedy=True); m.eval(); assert not calls
+    h = m.blocks[1].register_forward_hook(lambda *a: None)
+    calls.clear(); m.generate(prompt, 6, greedy=True); h.remove(); assert not calls
+    calls.clear(); m.generate(prompt, 6, greedy=True, static_cache=True); assert not calls
+    calls.clear(); m.generate(prompt, 6, greedy=True, attention_mask=torch.ones_like(prompt, dtype=torch.bool)); assert not calls

@@ -284,13 +284,16 @@ def test_wheel_contains_the_package(tmp_path):
 _EXERCISES = re.compile(r'^#{2,3} .*Exercises', re.M)
 
 def _solution_cells(nb):
-    "The cells after a notebook's Exercises heading, up to the next section: its reference solutions and their checks."
+    """The cells after a notebook's Exercises heading, up to the next section: its reference solutions and their checks,
+    but not the visible starter and check cells of the exercise pattern (nbs/exercises.ipynb)."""
     cells = nbformat.read(nb, as_version=4).cells
     start = [i for i, c in enumerate(cells) if c.cell_type == 'markdown' and _EXERCISES.search(c.source)]
     out = []
     for c in cells[start[0] + 1:] if start else []:
         if c.cell_type == 'markdown' and re.match(r'#{1,2} ', c.source): break
-        out.append(c)
+        visible = c.cell_type == 'code' and not re.match(r'#\|\s*hide\b', c.source) and (
+            'raise NotImplementedError  # your code here' in c.source or 'check_exercise(' in c.source)
+        if not visible: out.append(c)
     return out
 
 def _exercise_visible(c):

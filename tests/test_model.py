@@ -638,13 +638,15 @@ def test_default_config_starts_near_ln_v_and_unscaled_logits_did_not(cls):
     torch.manual_seed(0)
     V = 8000
     ids = torch.randint(0, V, (2, 33))
-    def first_loss(**kw):
-        m = cls(TransformerConfig(vocab_size=V, **kw)).eval()
+    def first_loss(vocab=V, **kw):
+        m, x = cls(TransformerConfig(vocab_size=vocab, **kw)).eval(), ids % vocab
         with torch.no_grad():
-            if cls is DecoderOnlyLM: return m(ids[:, :-1], targets=ids[:, 1:])[1].item()
-            return m(ids, ids[:, :-1], targets=ids[:, 1:])[1].item()
+            if cls is DecoderOnlyLM: return m(x[:, :-1], targets=x[:, 1:])[1].item()
+            return m(x, x[:, :-1], targets=x[:, 1:])[1].item()
     assert abs(first_loss() / math.log(V) - 1) < 0.03                                  # the defaults: d_model 512, 6 layers
-    assert first_loss(logit_scale=1.0) > 1.5 * math.log(V)                             # without the d_model^-0.5: far above
+    unscaled = [first_loss(vocab, logit_scale=1.0) for vocab in (500, V)]               # without the d_model^-0.5: far above,
+    assert abs(unscaled[0] / unscaled[1] - 1) < 0.05, unscaled                          # set by d_model (the current token's
+    assert min(unscaled) > 0.6 * math.sqrt(512), unscaled                               # logit, ~0.8·√d), not by V
 
 def test_output_scale_rule():
     assert TransformerConfig(vocab_size=10, d_model=64, n_heads=4).output_scale == 64 ** -0.5

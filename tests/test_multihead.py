@@ -688,3 +688,20 @@ def test_tiny_form_equals_shipped_module(E, H, L, is_causal):
     tiny.load_state_dict(shipped.state_dict())                       # the same parameter names
     x = torch.randn(2, L, E, dtype=torch.float64)
     torch.testing.assert_close(tiny(x, is_causal=is_causal), shipped(x, is_causal=is_causal), rtol=0, atol=1e-12)
+
+
+def test_kv_cache_grows_amortised_and_equals_concatenation():
+    "Appending writes into spare slots (few allocations); the keys and values are what torch.cat would give, after a reassignment too."
+    torch.manual_seed(0)
+    c, ref_k, ref_v, buffers = KVCache(), [], [], set()
+    for t in (3, 1, 1, 7, 1, 20, 1, 1):
+        k, v = torch.randn(2, 2, t, 4), torch.randn(2, 2, t, 5)
+        out_k, out_v = c.append(k, v)
+        ref_k.append(k); ref_v.append(v); buffers.add(c._k.data_ptr())
+        assert torch.equal(out_k, torch.cat(ref_k, -2)) and torch.equal(out_v, torch.cat(ref_v, -2))
+    assert len(c) == 35 and len(buffers) <= 3
+    c.k, c.v = c.k[[1, 0]], c.v[[1, 0]]                          # beam search's reorder assigns new tensors
+    kept = c.k.clone()
+    k, v = torch.randn(2, 2, 1, 4), torch.randn(2, 2, 1, 5)
+    c.append(k, v)
+    assert torch.equal(c.k, torch.cat([kept, k], -2)) and len(c) == 36

@@ -11,7 +11,11 @@ from torch import Tensor
 from .checks import (_check_id, _check_number, _check_rows, _check_step, check_attention_mask, check_beam,
                                     check_int, check_logits, check_sampling, check_tokens, check_values, left_padding_mask,
                                     stop_setup)
-from .multihead import CrossKVCache, KVCache, StaticKVCache
+from .attention import _SDPA_HAS_GQA, choose_backend, repeat_kv
+from .multihead import CrossKVCache, KVCache, MultiHeadAttention, StaticKVCache, _rotate
+from .norm import LayerNorm, RMSNorm
+from .blocks import DecoderOnlyBlock
+from .ffn import FeedForward, SwiGLU
 from .model import DecoderOnlyLM, Transformer
 
 # %% auto #0
@@ -152,15 +156,18 @@ def lm_generate(model: DecoderOnlyLM, # the model that generates
     if not isinstance(static_cache, bool): raise TypeError(f"static_cache={static_cache!r} must be a bool")
     if static_cache and not use_cache: raise ValueError("static_cache=True needs use_cache=True")
     if step is not None and not callable(step): raise TypeError(f"step={step!r} must be callable (like the model) or None")
-    step = model if step is None else step
     static = use_cache and static_cache
+    fast = step is None and use_cache and not static and keep is None and _fast_path_ok(model, idx)   # see "A decoding step without overhead"
+    step = model if step is None else step
     cache = (model.new_cache(idx.shape[1] + max_new_tokens, idx.shape[0]) if static else model.new_cache()) if use_cache else None
     stop_t = torch.tensor(stops, dtype=idx.dtype, device=idx.device)
     done = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)   # (B,): rows that have stopped
     out, step_in = idx, idx                                              # step_in: what the next forward pass reads
     for t in range(max_new_tokens):
-        kw = {} if keep is None or (static and t) else dict(attention_mask=keep)  # a StaticCache keeps the prompt's padding
-        logits = _check_step(step(step_in if use_cache else out, cache=cache, **kw), idx.shape[0], model.config.vocab_size)[:, -1]   # (B, V)
+        if fast and t: logits = _decode_step(model, step_in, cache)[:, -1]   # one token, its inputs checked above: (B, V)
+        else:
+            kw = {} if keep is None or (static and t) else dict(attention_mask=keep)  # a StaticCache keeps the prompt's padding
+            logits = _check_step(step(step_in if use_cache else out, cache=cache, **kw), idx.shape[0], model.config.vocab_size)[:, -1]   # (B, V)
         nxt = sample_next(logits, greedy, temperature, top_k, generator, top_p, min_p)     # (B,)
         if stops: nxt = nxt.masked_fill(done, pad)                       # a stopped row only pads
         out, step_in = torch.cat([out, nxt[:, None]], dim=1), nxt[:, None]   # (B, T+1), (B, 1)
@@ -213,6 +220,55 @@ def seq2seq_generate(model: Transformer, # the model that generates
             done = done | torch.isin(nxt, stop_t)
             if done.all(): break
     return out
+
+# %% ../nbs/10_decoding.ipynb #p10faststep
+def _fast_path_ok(model, idx):
+    "Whether `_decode_step` computes what model(tok, cache=cache) computes for this model and prompt (checked once per call)."
+    c, blocks = model.config, model.blocks
+    stock = (type(model).forward is DecoderOnlyLM.forward and all(type(b) is DecoderOnlyBlock and
+             type(b.self_attn.sublayer) is MultiHeadAttention and b.self_attn.sublayer.fused for b in blocks))
+    if model.training or not c.norm_first or c.positional == "alibi" or not stock: return False
+    if any(m._forward_hooks or m._forward_pre_hooks for m in model.modules()): return False
+    w = model.lm_head.weight
+    q = torch.empty(idx.shape[0], c.n_heads, 1, c.head_dim, dtype=w.dtype, device=w.device)     # a step's shapes
+    kv = torch.empty(idx.shape[0], c.kv_heads, idx.shape[1] + 1, c.head_dim, dtype=w.dtype, device=w.device)
+    return choose_backend(q, kv, kv, backend=c.backend) == "sdpa"
+
+def _norm(norm, x):
+    "A block's norm as torch's fused kernel (chapter 03's LayerNorm and RMSNorm compute the same function)."
+    if type(norm) is LayerNorm: return F.layer_norm(x, (norm.d,), norm.weight, norm.bias, norm.eps)
+    if type(norm) is RMSNorm: return F.rms_norm(x, (norm.d,), norm.weight, norm.eps)
+    return norm(x)                                                      # nn.Identity (final_norm=False)
+
+def _linear(layer, x): return F.linear(x, layer.weight, layer.bias)     # an nn.Linear without the module call
+
+def _ffn(ffn, x):
+    "FeedForward (dropout is off in evaluation) or SwiGLU on x, through its weights."
+    if type(ffn) is SwiGLU: return _linear(ffn.w2, F.silu(_linear(ffn.w1, x)) * _linear(ffn.w3, x))
+    if type(ffn) is FeedForward: return _linear(ffn.w2, ffn.f(_linear(ffn.w1, x)))
+    return ffn(x)
+
+def _decode_step(model, idx, cache):
+    "Logits (B, 1, V) for one new token idx (B, 1) after a `DecoderCache`: `forward` for one token, arguments checked by the caller."
+    c, past = model.config, len(cache)
+    x = F.embedding(idx, model.tok.weight)                              # (B, 1, d_model)
+    if c.scale_embeddings: x = x * math.sqrt(c.d_model)
+    x = model.pos(x, offset=past)                                       # absolute positions; RoPE rotates q and k below
+    for block, kv in zip(model.blocks, cache.layers):
+        attn = block.self_attn.sublayer
+        q, k, v = _linear(attn.in_proj, _norm(block.self_attn.norm, x)).split(attn.qkv_widths, -1)   # (B, 1, H·D), (B, 1, G·D) x 2
+        heads = (attn.n_heads, attn.n_kv_heads, attn.n_kv_heads)
+        q, k, v = (t.view(x.shape[0], 1, n, attn.d_head).transpose(1, 2) for t, n in zip((q, k, v), heads))   # (B, H, 1, D), (B, G, 1, D) x 2
+        if attn.rotary is not None: q, k = _rotate(attn.rotary, q, k, past, None, True, True)
+        k, v = kv._append(k, v)                                         # (B, G, past + 1, D): written in place
+        if attn.n_kv_heads < attn.n_heads and not _SDPA_HAS_GQA:
+            k, v = repeat_kv(k, attn.n_heads // attn.n_kv_heads), repeat_kv(v, attn.n_heads // attn.n_kv_heads)
+        gqa = dict(enable_gqa=True) if attn.n_kv_heads < attn.n_heads and _SDPA_HAS_GQA else {}
+        o = F.scaled_dot_product_attention(q, k, v, **gqa)              # one query after every key: nothing to mask
+        x = x + _linear(attn.out_proj, o.transpose(1, 2).reshape(x.shape))   # merge heads (B, 1, d_model), project
+        x = x + _ffn(block.ffn.sublayer, _norm(block.ffn.norm, x))      # (B, 1, d_model)
+    h, s = _norm(model.norm, x), c.output_scale
+    return F.linear(h if s == 1.0 else h * s, model.lm_head.weight)     # (B, 1, V)
 
 # %% ../nbs/10_decoding.ipynb #b0e17e13
 class StaticCache:

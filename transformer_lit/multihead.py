@@ -151,15 +151,34 @@ def _nbytes(*tensors) -> int:
 class KVCache:
     "The keys and values seen so far by one attention layer, (B, G, T, D) each, grown explicitly by `append`."
     def __init__(self): self.k = self.v = None
-    def __len__(self): return 0 if self.k is None else self.k.shape[-2]
+    def __len__(self): return self._n
     def nbytes(self) -> int:
         "Bytes held by the cached keys and values: 2 x B x G x T x D x the element size."
         return _nbytes(self.k, self.v)
     def append(self, k: torch.Tensor, v: torch.Tensor): # new keys/values (B, G, t, D)
         "Add `k`, `v` after the cached ones and return all keys and values."
         _check_kv_growing(k, v, self.k, self.v)
-        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)  # (B, G, T+t, D)
-        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)  # (B, G, T+t, Dv)
+        return self._append(k, v)
+
+    # -- storage: buffers with spare room, so that appending one token copies one token, not the whole cache
+    @property
+    def k(self): return None if self._k is None else self._k[..., :self._n, :]   # (B, G, T, D): a view of the filled slots
+    @k.setter
+    def k(self, t): self._k, self._n = t, (0 if t is None else t.shape[-2])     # e.g. beam search's reordered rows
+    @property
+    def v(self): return None if self._v is None else self._v[..., :self._n, :]   # (B, G, T, Dv)
+    @v.setter
+    def v(self, t): self._v = t
+    def _append(self, k, v):
+        "`append` without the checks: write into the spare slots; when they run out, copy once into buffers twice as long."
+        n, t = self._n, k.shape[-2]
+        if self._k is None or n + t > self._k.shape[-2]:                # amortised growth: O(1) copies per token
+            cap = max(2 * (n + t), 16)
+            grow = lambda old, new: torch.cat([old[..., :n, :], new.new_empty(*new.shape[:-2], cap - n, new.shape[-1])], -2)
+            self._k = grow(self._k, k) if self._k is not None else k.new_empty(*k.shape[:-2], cap, k.shape[-1])
+            self._v = grow(self._v, v) if self._v is not None else v.new_empty(*v.shape[:-2], cap, v.shape[-1])
+        self._k[..., n:n + t, :] = k; self._v[..., n:n + t, :] = v      # in place: the slots after the cached ones
+        self._n = n + t
         return self.k, self.v
 
 class CrossKVCache:
@@ -232,6 +251,7 @@ def _with_hooks(m, query, key, value, mask, is_causal, attn_bias, positions, cac
                    else (j < end).expand(Lq, Lk))
         mask = allowed if mask is None else mask & allowed if mask.dtype == torch.bool else mask.masked_fill(~allowed, float("-inf"))
         is_causal = False
+    if is_causal and past and Lq == 1: is_causal = False            # one new query after the cache sees every key: no mask
     if is_causal and (past or attn_bias is not None):              # an explicit mask; with a cache it is bottom-right
         mask, is_causal = causal_mask(Lq, Lk, "bottom-right", device=q.device), False  # (Lq, Lk), Lk = past + Lq
     if attn_bias is not None: mask = _fold_bias(attn_bias, mask, (q.shape[0], m.n_heads, Lq, Lk), q.dtype)
