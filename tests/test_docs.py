@@ -284,16 +284,13 @@ def test_wheel_contains_the_package(tmp_path):
 _EXERCISES = re.compile(r'^#{2,3} .*Exercises', re.M)
 
 def _solution_cells(nb):
-    """The cells after a notebook's Exercises heading, up to the next section: its reference solutions and their checks,
-    but not the visible starter and check cells of the exercise pattern (nbs/exercises.ipynb)."""
+    "The cells after a notebook's Exercises heading, up to the next section: statements, starters, checks, solutions."
     cells = nbformat.read(nb, as_version=4).cells
     start = [i for i, c in enumerate(cells) if c.cell_type == 'markdown' and _EXERCISES.search(c.source)]
     out = []
     for c in cells[start[0] + 1:] if start else []:
         if c.cell_type == 'markdown' and re.match(r'#{1,2} ', c.source): break
-        visible = c.cell_type == 'code' and not re.match(r'#\|\s*hide\b', c.source) and (
-            'raise NotImplementedError  # your code here' in c.source or 'check_exercise(' in c.source)
-        if not visible: out.append(c)
+        out.append(c)
     return out
 
 def _exercise_visible(c):
@@ -315,12 +312,9 @@ def test_exercise_solutions_are_hidden_and_collapsed(nb):
         meta = c.metadata.get('jupyter', {})
         first = c.source.strip().splitlines()[0] if c.source.strip() else ''
         if c.cell_type == 'code':
-            hidden = re.match(r'#\|\s*hide\b', c.source)
-            if hidden or not ('raise NotImplementedError' in c.source or 'check_exercise(' in c.source):
-                problems = [p for p, bad in (('not #| hide', not hidden),
-                                             ('source not collapsed', not meta.get('source_hidden')),
-                                             ('outputs not collapsed', not meta.get('outputs_hidden'))) if bad]
-            else: problems = []
+            problems = [p for p, bad in (('not #| hide', not re.match(r'#\|\s*hide\b', c.source)),
+                                         ('source not collapsed', not meta.get('source_hidden')),
+                                         ('outputs not collapsed', not meta.get('outputs_hidden'))) if bad]
         else:
             problems = ['not collapsed'] if '<details>' in c.source and not meta.get('source_hidden') else []
         if problems: offenders.append(f"  cell {c.get('id')} ({first[:50]!r}): {', '.join(problems)}")
