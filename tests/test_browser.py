@@ -12,6 +12,7 @@ install`). Without it the test is skipped, unless the environment variable CI is
 but "", "0", "false" or "no"): then it fails.
 """
 import base64
+import contextlib
 import json
 import os
 import re
@@ -188,52 +189,6 @@ def errors(page):
     return page.locator(f".jp-Notebook [data-mime-type='{ERROR_MIME}']").all_inner_texts()
 
 
-def test_open_and_save_leave_the_notebook_unchanged(lab):
-    """A learner opens chapter 02 and saves it without changing anything: the file stays byte for byte what git has,
-    the save hook runs without a traceback, and before any cell runs the explorer is the working player."""
-    from playwright.sync_api import sync_playwright
-    base, token, log_path, repo = lab
-    path = repo / "nbs" / NOTEBOOK
-    committed = path.read_bytes()
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1100})
-            page.set_default_timeout(60_000)
-            open_notebook(page, base, token, NOTEBOOK)
-            wait_for_idle_kernel(base, token, timeout_s=90)
-            # -- the saved output is the kernel-free player: its script ran (a trusted notebook), no widget repr
-            player = page.locator(".jp-Notebook .tl-player").first
-            player.scroll_into_view_if_needed()
-            page.wait_for_function("el => el.dataset.ready === '1'", arg=player.element_handle())
-            assert page.get_by_text("VBox(children=").count() == 0
-            before = player.locator("img.tlp-frame").get_attribute("src")
-            player.locator("input[data-axis='0']").focus()
-            page.keyboard.press("End")                                   # d_k = 1024
-            assert player.locator("img.tlp-frame").get_attribute("src") != before
-            assert "d_k=1024" in player.locator(".tlp-caption").inner_text()
-            assert page.get_by_text("official Jupyter news").count() == 0    # no news pop-up
-            # -- save without a change (Ctrl+S in command mode) and wait for the server to write the file
-            page.locator(".jp-Notebook .jp-Cell").first.click()
-            page.keyboard.press("Escape")
-            mtime = path.stat().st_mtime_ns
-            page.keyboard.press("Control+s")
-            deadline = time.monotonic() + 30
-            while path.stat().st_mtime_ns == mtime:
-                assert time.monotonic() < deadline, "the notebook was not saved within 30 s"
-                time.sleep(0.2)
-            time.sleep(0.5)
-        finally:
-            browser.close()
-    assert log_problems(log_path) == [], "\n".join(log_problems(log_path))
-    saved = path.read_bytes()
-    if saved != committed:
-        import difflib
-        diff = "\n".join(list(difflib.unified_diff(committed.decode().splitlines(), saved.decode().splitlines(), lineterm="", n=1))[:40])
-        raise AssertionError(f"opening and saving changed the notebook:\n{diff}")
-    assert git(repo, "status", "--porcelain") == ""                    # nothing new either (no nbs/.last_checked)
-
-
 def run_all(page, log_path):
     """Run every cell through the Run menu, as a learner would, and wait until every prompt shows a number.
     (Cells whose source is folded show no prompt; the kernel going idle after the last prompt covers them.)"""
@@ -278,44 +233,77 @@ def diff_text(before: bytes, after: bytes, n=40):
                                                 lineterm="", n=1))[:n])
 
 
-def test_run_all_change_a_control_save_and_reopen(lab):
-    """The learner's loop on the committed chapter 02: open (the tab is not marked unsaved), Run All, move the live
-    explorer's d_k slider, save. The file is what git has (no widget-view output, solutions still folded, streams as
-    committed) and `git status` is clean; reopened, no cell says "Error displaying widget"."""
+@contextlib.contextmanager
+def lab_page(lab, name):
+    "A headless Chromium page with notebook `name` open in the lab and its kernel idle; the browser closes after."
     from playwright.sync_api import sync_playwright
-    base, token, log_path, repo = lab
-    path = repo / "nbs" / NOTEBOOK
-    committed = path.read_bytes()
+    base, token = lab[0], lab[1]
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1500, "height": 1100})
             page.set_default_timeout(60_000)
-            open_notebook(page, base, token, NOTEBOOK)
+            open_notebook(page, base, token, name)
             wait_for_idle_kernel(base, token, timeout_s=90)
-            time.sleep(2)
-            assert page.locator(".lm-TabBar-tab.jp-mod-dirty").count() == 0, "the notebook opened marked unsaved"
-            page.locator(".jp-Notebook .jp-Cell").first.click()
-            run_all(page, log_path)
-            wait_for_idle_kernel(lab[0], lab[1], timeout_s=120)
-            assert errors(page) == []
-            handle = page.locator(".scaling-explorer-dk .noUi-handle")
-            handle.scroll_into_view_if_needed()
-            handle.focus()
-            page.keyboard.press("End")
-            page.wait_for_function("t => document.body.innerText.includes(t)", arg="d_k=1024,")
-            save_and_wait(page, path)
-            saved = path.read_bytes()
-            assert saved == committed, f"Run All and save changed the notebook:\n{diff_text(committed, saved)}"
-            assert git(repo, "status", "--porcelain") == ""
-            # -- reopen: the saved notebook shows no widget error
-            page.goto("about:blank")
-            open_notebook(page, base, token, NOTEBOOK)
-            time.sleep(2)
-            assert page.get_by_text("Error displaying widget").count() == 0
-            assert page.get_by_text("model not found").count() == 0
+            yield page
         finally:
             browser.close()
+
+
+def test_open_and_save_leave_the_notebook_unchanged(lab):
+    """A learner opens chapter 02 and saves it without changing anything: the file stays byte for byte what git has,
+    the save hook runs without a traceback, and before any cell runs the explorer is the working player."""
+    base, token, log_path, repo = lab
+    path = repo / "nbs" / NOTEBOOK
+    committed = path.read_bytes()
+    with lab_page(lab, NOTEBOOK) as page:
+        # -- the saved output is the kernel-free player: its script ran (a trusted notebook), no widget repr
+        player = page.locator(".jp-Notebook .tl-player").first
+        player.scroll_into_view_if_needed()
+        page.wait_for_function("el => el.dataset.ready === '1'", arg=player.element_handle())
+        assert page.get_by_text("VBox(children=").count() == 0
+        before = player.locator("img.tlp-frame").get_attribute("src")
+        player.locator("input[data-axis='0']").focus()
+        page.keyboard.press("End")                                   # d_k = 1024
+        assert player.locator("img.tlp-frame").get_attribute("src") != before
+        assert "d_k=1024" in player.locator(".tlp-caption").inner_text()
+        assert page.get_by_text("official Jupyter news").count() == 0    # no news pop-up
+        save_and_wait(page, path)                                    # Ctrl+S without a change
+    assert log_problems(log_path) == [], "\n".join(log_problems(log_path))
+    saved = path.read_bytes()
+    assert saved == committed, f"opening and saving changed the notebook:\n{diff_text(committed, saved)}"
+    assert git(repo, "status", "--porcelain") == ""                    # nothing new either (no nbs/.last_checked)
+
+
+def test_run_all_change_a_control_save_and_reopen(lab):
+    """The learner's loop on the committed chapter 02: open (the tab is not marked unsaved), Run All, move the live
+    explorer's d_k slider, save. The file is what git has (no widget-view output, solutions still folded, streams as
+    committed) and `git status` is clean; reopened, no cell says "Error displaying widget"."""
+    base, token, log_path, repo = lab
+    path = repo / "nbs" / NOTEBOOK
+    committed = path.read_bytes()
+    with lab_page(lab, NOTEBOOK) as page:
+        time.sleep(2)
+        assert page.locator(".lm-TabBar-tab.jp-mod-dirty").count() == 0, "the notebook opened marked unsaved"
+        page.locator(".jp-Notebook .jp-Cell").first.click()
+        run_all(page, log_path)
+        wait_for_idle_kernel(base, token, timeout_s=120)
+        assert errors(page) == []
+        handle = page.locator(".scaling-explorer-dk .noUi-handle")
+        handle.scroll_into_view_if_needed()
+        handle.focus()
+        page.keyboard.press("End")
+        page.wait_for_function("t => document.body.innerText.includes(t)", arg="d_k=1024,")
+        save_and_wait(page, path)
+        saved = path.read_bytes()
+        assert saved == committed, f"Run All and save changed the notebook:\n{diff_text(committed, saved)}"
+        assert git(repo, "status", "--porcelain") == ""
+        # -- reopen: the saved notebook shows no widget error
+        page.goto("about:blank")
+        open_notebook(page, base, token, NOTEBOOK)
+        time.sleep(2)
+        assert page.get_by_text("Error displaying widget").count() == 0
+        assert page.get_by_text("model not found").count() == 0
     assert log_problems(log_path) == [], "\n".join(log_problems(log_path))
 
 
@@ -341,25 +329,7 @@ def test_explorer_in_jupyterlab(lab):
             phase("kernel idle")
 
             # -- run all cells through the menu, as a learner would (again if no cell started)
-            for attempt in range(3):
-                page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-                page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
-                try:
-                    page.wait_for_function(
-                        """() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputArea-prompt')]
-                                   .some(e => e.textContent.trim() !== '[ ]:')""", timeout=20_000)
-                    break
-                except Exception:
-                    if attempt == 2: raise AssertionError(f"Run All Cells started no cell; prompts: {prompts(page)}")
-            try:
-                page.wait_for_function(
-                    """n => { const ps = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputArea-prompt')]
-                                 .map(e => e.textContent.trim());
-                             return ps.length === n && ps.every(p => /^\\[\\d+\\]:$/.test(p)); }""",
-                    arg=n_code, timeout=RUN_ALL_TIMEOUT_S * 1000)
-            except Exception:
-                raise AssertionError(f"not every cell finished; prompts: {prompts(page)}\nerrors: {errors(page)}\n"
-                                     f"server log: {log_path.read_text(errors='replace')[-2000:]}")
+            run_all(page, log_path)
             phase("all cells run")
             numbers = [int(p[1:-2]) for p in prompts(page)]
             assert numbers == list(range(1, n_code + 1)), numbers   # every cell ran once, in order
