@@ -20,7 +20,8 @@ CFG.read(ROOT / "settings.ini")
 COURSE_MODULES = {"viz", "widgets"}              # course apparatus: plots and widgets, needs the [lab] extra
 LIBRARY_MODULES = sorted(p.stem for p in PKG.glob("*.py") if not p.stem.startswith("_") and p.stem not in COURSE_MODULES)
 RUNTIME = {"torch", "numpy", "tqdm", "safetensors"}
-OPTIONAL_LAZY = {"triton", "matplotlib"}         # imported inside functions only: the Triton kernel, benchmark plots
+OPTIONAL_LAZY = {"triton", "matplotlib", "transformers"}   # imported inside functions only: the Triton kernel, benchmark
+# plots, and the benchmark's peer comparison with transformers (skipped with a message when it is not installed)
 HEAVY = ("matplotlib", "ipywidgets", "IPython", "ipykernel", "jupyter_client", "PIL")
 
 
@@ -45,6 +46,8 @@ def test_runtime_requirements_are_what_the_library_imports():
     anywhere = set().union(*(third_party_imports(PKG / f"{m}.py", False) for m in LIBRARY_MODULES))
     assert top <= RUNTIME | {"triton"}, top - RUNTIME           # triton: flash_triton guards its import
     assert anywhere <= RUNTIME | OPTIONAL_LAZY, anywhere - RUNTIME - OPTIONAL_LAZY
+    # transformers is the course's reference, never the library's dependency: only bench's peer comparison reaches it
+    assert {m for m in LIBRARY_MODULES if "transformers" in third_party_imports(PKG / f"{m}.py", False)} == {"bench"}
 
 
 def test_course_tools_are_extras():
