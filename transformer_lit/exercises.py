@@ -15,7 +15,7 @@ def expect_close(what:str, # what was computed, as the message should name it ("
                 ):
     "Raise an `AssertionError` that names `what`, the expected and the received value unless they agree within `tol`."
     if got is None: raise AssertionError(f"expected {what} ≈ {expected:.4g}, got None (does your function return its result?)")
-    g = float(got)
+    g = float(got.detach()) if hasattr(got, "detach") else float(got)   # a tensor that needs grad: no warning
     if not (math.isfinite(g) and abs(g - expected) <= tol):
         raise AssertionError(f"expected {what} ≈ {expected:.4g} (within {tol:g}), got {g:.4g}")
 
