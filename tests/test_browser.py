@@ -490,7 +490,7 @@ def test_save_hook_cleans_whatever_the_working_directory(tmp_path, monkeypatch):
     from traitlets.config import Config
     from jupyter_server.services.contents.filemanager import FileContentsManager
     c = Config()
-    namespace = {"get_config": lambda: c}
+    namespace = {"get_config": lambda: c, "__file__": str(LAB / "jupyter_server_config.py")}
     exec(compile((LAB / "jupyter_server_config.py").read_text(), "jupyter_server_config.py", "exec"), namespace)
     assert c.ServerApp.contents_manager_class is namespace["CourseContentsManager"]
     hook = namespace["nbdev_clean_jupyter"]
@@ -520,7 +520,7 @@ def test_save_hook_cleans_whatever_the_working_directory(tmp_path, monkeypatch):
 def _lab_config():
     from traitlets.config import Config
     c = Config()
-    namespace = {"get_config": lambda: c}
+    namespace = {"get_config": lambda: c, "__file__": str(LAB / "jupyter_server_config.py")}
     exec(compile((LAB / "jupyter_server_config.py").read_text(), "jupyter_server_config.py", "exec"), namespace)
     return namespace
 

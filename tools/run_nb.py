@@ -26,33 +26,33 @@ class Executor(ExecutePreprocessor):
 
 WIDGET_VIEW = 'application/vnd.jupyter.widget-view+json'
 
-def drop_widgets(nb):
-    "Remove widget views from the outputs (an output left with only its text repr goes) and the saved widget state."
-    for cell in nb.cells:
-        if cell.cell_type != 'code': continue
+def drop_widgets(cells):
+    "Remove widget views from the outputs (an output left with only its text repr goes); cells as dicts or NotebookNodes."
+    for cell in cells:
+        outputs = cell.get('outputs')
+        if not outputs: continue
         kept = []
-        for o in cell.get('outputs', []):
-            data = o.get('data', {})
+        for o in outputs:
+            data = o.get('data') or {}
             if WIDGET_VIEW in data:
                 del data[WIDGET_VIEW]
                 if not set(data) - {'text/plain'}: continue
             kept.append(o)
-        cell.outputs = kept
-    nb.metadata.pop('widgets', None)
-    return nb
+        cell['outputs'] = kept
 
-def merge_streams(nb):
+def merge_streams(cells):
     "Join consecutive stream outputs of the same name into one, as JupyterLab does when it shows (and saves) them."
-    for cell in nb.cells:
+    for cell in cells:
+        outputs = cell.get('outputs')
+        if not outputs: continue
         merged = []
-        for o in cell.get('outputs', []):
+        for o in outputs:
             if (o.get('output_type') == 'stream' and merged and merged[-1].get('output_type') == 'stream'
                     and merged[-1].get('name') == o.get('name')):
                 merged[-1]['text'] = ''.join(merged[-1]['text']) + ''.join(o['text'])
             else:
                 merged.append(o)
-        if 'outputs' in cell: cell.outputs = merged
-    return nb
+        cell['outputs'] = merged
 
 def run(path):
     import torch
@@ -62,12 +62,15 @@ def run(path):
     ep.skip = () if torch.cuda.is_available() else ('cuda',)
     t = time.time()
     ep.preprocess(nb, {'metadata': {'path': str(path.parent)}})
-    nbformat.write(merge_streams(drop_widgets(nb)), path)
+    drop_widgets(nb.cells); merge_streams(nb.cells)
+    nb.metadata.pop('widgets', None)                  # and no saved widget state
+    nbformat.write(nb, path)
     print(f"{path}: executed in {time.time()-t:.1f}s")
 
 if __name__ == '__main__':
     if sys.argv[1:2] == ['--merge-streams']:   # no execution: only join the stream outputs already saved
-        for a in sys.argv[2:]: nbformat.write(merge_streams(nbformat.read(a, as_version=4)), a)
+        for a in sys.argv[2:]:
+            nb = nbformat.read(a, as_version=4); merge_streams(nb.cells); nbformat.write(nb, a)
         sys.exit(0)
     for a in sys.argv[1:]: run(a)
     for a in sys.argv[1:]: subprocess.run([str(Path(sys.executable).parent/"nbdev_clean"), "--fname", a], cwd=ROOT, check=True)

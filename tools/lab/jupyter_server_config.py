@@ -2,6 +2,8 @@
 # `--config=tools/lab/jupyter_server_config.py` (this file, instead of the user's own server config)
 # and `--LabApp.app_settings_dir=tools/lab` (overrides.json: no news pop-up, no update check,
 # no widget state saved into the notebooks).
+import functools
+import importlib.util
 from pathlib import Path
 
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
@@ -48,46 +50,19 @@ def nbdev_clean_jupyter(model=None, path=None, contents_manager=None, **kwargs):
     for cell, flag in zip(cells, trusted):
         if flag is not None:
             cell.setdefault("metadata", {})["trusted"] = flag
-    _drop_widget_views(cells)
-    _merge_streams(cells)
+    tools = _run_nb()                 # the rules tools/run_nb.py saves executed notebooks with, so both agree
+    tools.drop_widgets(cells)         # a widget's view needs the kernel that made it ("Error displaying widget")
+    tools.merge_streams(cells)
     _keep_folding(cells, path)
 
 
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-
-
-def _drop_widget_views(cells):
-    """A widget's view needs the kernel that made it: saved, it reopens as "Error displaying widget: model not found".
-    The view goes; an output left with only its text repr (`VBox(children=...`) goes with it (as tools/run_nb.py does)."""
-    for cell in cells:
-        outputs = cell.get("outputs")
-        if not outputs:
-            continue
-        kept = []
-        for o in outputs:
-            data = o.get("data") or {}
-            if WIDGET_VIEW in data:
-                data.pop(WIDGET_VIEW)
-                if not set(data) - {"text/plain"}:
-                    continue
-            kept.append(o)
-        cell["outputs"] = kept
-
-
-def _merge_streams(cells):
-    "Consecutive stream outputs of one name as one output, as the front end shows them and tools/run_nb.py saves them."
-    for cell in cells:
-        outputs = cell.get("outputs")
-        if not outputs:
-            continue
-        merged = []
-        for o in outputs:
-            if (o.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream"
-                    and merged[-1].get("name") == o.get("name")):
-                merged[-1]["text"] = "".join(merged[-1]["text"]) + "".join(o["text"])
-            else:
-                merged.append(o)
-        cell["outputs"] = merged
+@functools.lru_cache(maxsize=1)
+def _run_nb():
+    "tools/run_nb.py (next to this configuration's folder), loaded once."
+    spec = importlib.util.spec_from_file_location("course_run_nb", Path(__file__).resolve().parent.parent / "run_nb.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _keep_folding(cells, path):
