@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Check and time the Triton FlashAttention kernels (chapter 15) on a GPU machine (nbs/appendix_gpu_check.ipynb).
+# Check and time the Triton FlashAttention kernels (chapter 16) on a GPU machine (nbs/appendix_gpu_check.ipynb).
 # Installs nothing and needs no internet: it runs `python -m transformer_lit.gpu_check check`
 # from this checkout with the Python that already has torch and triton.
 #

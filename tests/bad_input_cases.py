@@ -1729,7 +1729,7 @@ R("widgets.explorer_figure.explorer.str", WG + "explorer_figure:explorer", TypeE
 R("widgets.readout_html.view.str", WG + "readout_html:view", TypeError, [NAMED("view"), "ExplorerView", "str"], lambda: _widgets().readout_html("v"))
 
 
-# -- chapter 12 (at_scale): the memory demo's sizes, the command line's sample lines, the launcher's world size
+# -- chapter 13 (at_scale): the memory demo's sizes, the command line's sample lines, the launcher's world size
 AS = "at_scale."
 def _as_task():
     tr, va = train.make_task("reverse", 0, 8, n_val=2, block_size=16)

@@ -191,7 +191,7 @@ def test_gpt2_activations(tmp_path, act):
     check_equal(ours, AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float64).eval(), torch.float64)
 
 def test_trained_char_lm_round_trip(tmp_path):
-    "A model trained with chapter 11's loop, saved, loaded by transformers: same logits and greedy text."
+    "A model trained with chapter 12's loop, saved, loaded by transformers: same logits and greedy text."
     from transformer_lit.train import TrainConfig, char_lm_data, make_model, train
     text = "def f(x):\n    return x + 1\n" * 40
     data, _ = char_lm_data(text, block_size=32)

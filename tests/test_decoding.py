@@ -248,9 +248,9 @@ def test_bad_beam_arguments(kw, msg):
     with pytest.raises(ValueError, match=re.escape(msg)): lm_of("rope").beam_search(torch.ones(1, 3, dtype=torch.long), 4, **kw)
     with pytest.raises(ValueError, match=re.escape(msg)): s2s_of().beam_search(torch.ones(1, 3, dtype=torch.long), 4, 1, **kw)
 
-# --- beam against greedy on chapter 11's translation task -------------------------------------------------------------
+# --- beam against greedy on chapter 12's translation task -------------------------------------------------------------
 def test_beam_beats_greedy_on_translation():
-    "Chapter 11's number translation, trained briefly: beam 4 (exact stopping) has at least greedy's log-probability per example."
+    "Chapter 12's number translation, trained briefly: beam 4 (exact stopping) has at least greedy's log-probability per example."
     from transformer_lit.train import BOS, EOS, TrainConfig, make_model, make_task, train
     tr, va = make_task("translate", n_train=4000, n_val=200)
     model = make_model(tr, d_model=64, n_heads=4, n_layers=2)

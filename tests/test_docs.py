@@ -320,6 +320,17 @@ def test_exercise_solutions_are_hidden_and_collapsed(nb):
         if problems: offenders.append(f"  cell {c.get('id')} ({first[:50]!r}): {', '.join(problems)}")
     assert not offenders, f"{nb.name}: solution cells shown on the site or open in JupyterLab:\n" + '\n'.join(offenders)
 
+@pytest.mark.parametrize('nb', NOTEBOOKS, ids=lambda p: p.name)
+def test_hidden_solutions_are_silent(nb):
+    """A folded solution or hidden test prints nothing: JupyterLab unfolds a cell's outputs after Run All, so any
+    output there (an answer, a table, "Correct") would show the learner what the starter asks for. The hidden tests
+    call `check_exercise(..., quiet=True)`."""
+    noisy = [f"  cell {c.get('id')} ({c.source.strip().splitlines()[0][:50]!r}): {len(c.outputs)} output(s)"
+             for c in nbformat.read(nb, as_version=4).cells
+             if c.cell_type == 'code' and re.match(r'#\|\s*hide\b', c.source)
+             and c.metadata.get('jupyter', {}).get('outputs_hidden') and c.get('outputs')]
+    assert not noisy, f"{nb.name}: hidden solution cells with saved outputs:\n" + '\n'.join(noisy)
+
 PAGE_BUDGET_MIB = 3.0   # a page's saved outputs (pictures, the frame players' HTML): a few MB at most
 
 @pytest.mark.parametrize('nb', NOTEBOOKS, ids=lambda p: p.name)

@@ -195,7 +195,7 @@ def train_reverse(backend, steps=100, T=8, vocab=10):
     return acc, losses
 
 def test_multihead_flash_trains_reverse_task_like_math():
-    # the reverse task of chapter 11 on a one-layer attention model, small enough for a test of a few seconds
+    # the reverse task of chapter 12 on a one-layer attention model, small enough for a test of a few seconds
     acc_flash, loss_flash = train_reverse("flash")
     acc_math, loss_math = train_reverse("math")
     assert acc_flash >= 0.99 and acc_flash == acc_math
@@ -329,14 +329,14 @@ def test_gqa_bad_head_counts():
         flash_attention(q, torch.randn(1, 2, 4, 8), torch.randn(1, 4, 4, 8))
 
 
-# -- chapter 14's step player, as the site shows it (headless Chromium, no Jupyter server) -----------
+# -- chapter 15's step player, as the site shows it (headless Chromium, no Jupyter server) -----------
 def test_chapter_10_player_saved_in_the_notebook(tmp_path):
     "Moving the saved player's slider shows each step's frame and the caption of that step's tiles."
     import base64, json, re
     from pathlib import Path
     tb = pytest.importorskip("test_browser")                           # tests/test_browser.py: drive_player, require_browser
     tb.require_browser()
-    nb = json.loads((Path(__file__).resolve().parent.parent / "nbs" / "14_flash_attention.ipynb").read_text())
+    nb = json.loads((Path(__file__).resolve().parent.parent / "nbs" / "15_flash_attention.ipynb").read_text())
     cell, = [c for c in nb["cells"] if c["cell_type"] == "code" and "player = FramePlayer(" in "".join(c["source"])]
     html_text = "".join(cell["outputs"][0]["data"]["text/html"])
     assert not re.search(r"""(src|href)=["']?(https?:|//)|fetch\(|XMLHttpRequest""", html_text)   # nothing is fetched

@@ -1,4 +1,4 @@
-"""Chapters 11 and 12: data, the schedule, the loss, the plain loop, checkpoints and resuming, a short run that learns;
+"""Chapters 12 and 13: data, the schedule, the loss, the plain loop, checkpoints and resuming, a short run that learns;
 autocast, accumulation, checkpointing, the GradScaler's state, DDP and FSDP on 2 CPU processes, the command line."""
 import math, os, shutil, socket, subprocess, sys
 from pathlib import Path
@@ -183,7 +183,7 @@ def test_label_smoothing_formula():
     q = torch.full_like(logp, 0.2 / 7).scatter_add_(-1, b["targets"][..., None], torch.full_like(logp[..., :1], 0.8))
     torch.testing.assert_close(total, -(q * logp).sum(), atol=1e-10, rtol=1e-10)
 
-# ---- the plain loop of chapter 11 and the shipped train
+# ---- the plain loop of chapter 12 and the shipped train
 @pytest.mark.parametrize("kind", ["seq2seq", "lm"])
 def test_plain_loop_and_train_give_the_same_weights(kind):
     "With every switch off, train is train_plain: equal losses and bit-identical weights (dropout and clipping on)."

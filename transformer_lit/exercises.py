@@ -22,11 +22,12 @@ def expect_close(what:str, # what was computed, as the message should name it ("
 # %% ../nbs/exercises.ipynb #e22c1747
 def check_exercise(check, # a function that calls `answer` and raises AssertionError with a message when it is wrong
                    answer, # the learner's function (or value) from the starter cell
+                   quiet:bool=False, # print nothing (the hidden tests of the reference solutions, whose cells stay silent)
                   )->bool:
     "Run `check(answer)`: `False` with a note while the starter is still empty, `True` when it passes; a wrong answer raises."
     try: check(answer)
     except NotImplementedError:
-        print("Not attempted yet: fill in the starter cell above, run it, then run this cell again.")
+        if not quiet: print("Not attempted yet: fill in the starter cell above, run it, then run this cell again.")
         return False
-    print("Correct: the check passed.")
+    if not quiet: print("Correct: the check passed.")
     return True

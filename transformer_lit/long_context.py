@@ -46,7 +46,7 @@ def _yarn(inv, s, head_dim, base, seq_len):
     if s['truncate']: lo, hi = math.floor(lo), math.ceil(hi)
     lo, hi = max(lo, 0), min(hi, head_dim - 1)
     if lo == hi: hi += 0.001
-    # device='cpu': a model built under torch.device('meta') (chapter 13's loader) still gets real frequencies
+    # device='cpu': a model built under torch.device('meta') (chapter 14's loader) still gets real frequencies
     ramp = ((torch.arange(head_dim // 2, dtype=torch.float64, device='cpu') - lo) / (hi - lo)).clamp(0, 1)  # (D/2,) 0 fast .. 1 slow
     return inv / f * ramp + inv * (1 - ramp), float(af)
 

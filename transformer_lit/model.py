@@ -44,7 +44,7 @@ class TransformerConfig:
     # --- grouped-query attention (chapter 01)
     n_kv_heads: int|None = None      # G key/value heads (divides n_heads); None: n_heads; 1: multi-query
     qkv_bias: bool|None = None       # biases of the q/k/v projections; None: bias
-    # --- the rest: other models' layouts, the checkpoints of chapter 13, RoPE scaling (chapter 05), backends
+    # --- the rest: other models' layouts, the checkpoints of chapter 14, RoPE scaling (chapter 05), backends
     n_encoder_layers: int|None = None  # None: n_layers
     n_decoder_layers: int|None = None  # None: n_layers
     src_vocab_size: int|None = None  # None: source and target share one vocabulary

@@ -51,7 +51,7 @@ def model_config(vocab_size: int) -> TransformerConfig:
 README = """# pydoc-char-llama
 
 A small LLaMA-style language model that the course trained itself, on the English text of Python's own
-documentation, one character per token. Chapter 13 loads it with `from_pretrained` like any checkpoint;
+documentation, one character per token. Chapter 14 loads it with `from_pretrained` like any checkpoint;
 `transformers` loads it too (`AutoModelForCausalLM.from_pretrained` reads it as a `LlamaForCausalLM`,
 `AutoTokenizer.from_pretrained` reads its tokenizer).
 
@@ -76,7 +76,7 @@ documentation, one character per token. Chapter 13 loads it with `from_pretraine
 
 ## How it was trained
 
-With the course's own `transformer_lit.train.train` (chapter 11): AdamW, the inverse-square-root schedule
+With the course's own `transformer_lit.train.train` (chapter 12): AdamW, the inverse-square-root schedule
 with {warmup} warm-up steps and lr_factor 0.5, no label smoothing, dropout 0.1, gradient clipping at 1.0,
 batches of {batch} windows of {block} characters, seed {seed}, {steps} optimizer steps
 ({tokens:,} training characters, about {epochs:.1f} passes over the training text), on a shared 2-core CPU
