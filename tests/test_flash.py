@@ -330,7 +330,7 @@ def test_gqa_bad_head_counts():
 
 
 # -- chapter 15's step player, as the site shows it (headless Chromium, no Jupyter server) -----------
-def test_chapter_10_player_saved_in_the_notebook(tmp_path):
+def test_chapter_15_player_saved_in_the_notebook(tmp_path):
     "Moving the saved player's slider shows each step's frame and the caption of that step's tiles."
     import base64, json, re
     from pathlib import Path
