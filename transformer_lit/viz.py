@@ -386,13 +386,15 @@ class AttentionExplorer:
                                               list(map(str, range(self.heads)))])
         payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")   # safe inside <script>
         uid = "tla-" + hashlib.sha1(payload.encode()).hexdigest()[:12]
+        gradient = ",".join(f"rgb({r},{g},{b})" for r, g, b in self.stops)      # the colour scale, 0 to 1
         rows = "".join(f'<label class="tlp-control"><span class="tlp-label">{lab}</span> <input type="range" data-axis="{a}" '
                        f'min="0" max="{n - 1}" step="1" value="{v}" aria-label="{lab}"> <output class="tla-value">{data["values"][a][v]}</output></label>'
                        for a, (lab, n, v) in enumerate(zip(("text", "layer", "head"), (len(self.maps), self.layers, self.heads), self.value)))
         return f"""<div class="tl-attn" id="{uid}">
 <div class="tlp-controls" style="display:flex;flex-wrap:wrap;gap:0.4em 1.5em;align-items:center">{rows}</div>
 <canvas class="tla-map" style="max-width:100%;height:auto" aria-label="attention map"></canvas>
-<div class="tla-hover" style="font-family:monospace;font-size:90%">&nbsp;</div>
+<div style="display:flex;align-items:center;gap:0.4em;font-size:80%">0<span style="display:inline-block;width:8em;height:0.7em;background:linear-gradient(to right,{gradient})"></span>1
+<span class="tla-hover" style="font-family:monospace;margin-left:1.5em">&nbsp;</span></div>
 <div class="tla-caption">{self.captions[self.value[0]][self.value[1]][self.value[2]]}</div>
 <script type="application/json" class="tla-data">{payload}</script>
 {_ATTN_JS.replace("__UID__", uid)}</div>"""
@@ -422,11 +424,13 @@ def _check_explorer_args(tokens, maps, caption, value, scale, cell, cmap):
             raise ValueError(f"maps[{i}].shape={tuple(w.shape)} must be (layers, H, {T}, {T}): T = len(tokens[{i}])")
         if w.shape[:2] != to_numpy(maps[0]).shape[:2]:
             raise ValueError(f"maps[{i}].shape={tuple(w.shape)} must have the layers and heads of maps[0], {tuple(to_numpy(maps[0]).shape[:2])}")
-        if not np.isfinite(w).all() or w.min() < 0 or w.max() > 1 + 1e-6:
-            raise ValueError(f"maps[{i}] must hold attention weights in [0, 1]; its values span [{np.nanmin(w):g}, {np.nanmax(w):g}]")
+        if not np.isfinite(w).all(): raise ValueError(f"maps[{i}] must hold attention weights in [0, 1]; it holds NaN or inf")
+        if w.min() < 0 or w.max() > 1 + 1e-6:
+            raise ValueError(f"maps[{i}] must hold attention weights in [0, 1]; its values span [{w.min():g}, {w.max():g}]")
         ws.append(w)
     if caption is not None and not callable(caption):
         raise TypeError(f"caption={caption!r} must be a callable caption(text=, layer=, head=) returning an HTML string, or None")
+    _check_takes_controls("caption", caption, ("text", "layer", "head"))
     if not isinstance(value, tuple) or len(value) != 3:
         raise TypeError(f"value={value!r} must be a tuple (text, layer, head)")
     for k, n in enumerate((len(ws), *ws[0].shape[:2])): check_int(f"value[{k}]", value[k], minimum=0, maximum=n - 1)
