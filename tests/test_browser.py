@@ -610,7 +610,7 @@ def test_chapter_14_attention_explorer_saved_in_the_notebook(tmp_path):
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page = browser.new_page(viewport={"width": 1200, "height": 900}, device_scale_factor=2)   # a high-density screen
             page_errors = []
             page.on("pageerror", lambda e: page_errors.append(str(e)))
             page.goto(path.as_uri())
@@ -628,9 +628,20 @@ def test_chapter_14_attention_explorer_saved_in_the_notebook(tmp_path):
                     rows, C, M = d["maps"][t][l][h], d["cell"], d["margin"]
                     for i, j in ((0, 0), (len(rows) - 1, 0), (len(rows) - 1, len(rows) - 2), (len(rows) // 2, len(rows) // 2), (0, 1)):
                         w = rows[i][j] / d["scale"] if j < len(rows[i]) else 0.0
-                        px = page.evaluate(f"""() => Array.from(document.querySelector('.tl-attn canvas').getContext('2d')
-                                               .getImageData({M + j * C + C // 2}, {M + i * C + C // 2}, 1, 1).data.slice(0, 3))""")
+                        px = page.evaluate(f"""() => {{ const r = window.devicePixelRatio || 1;   // canvas pixels per CSS pixel
+                                               return Array.from(document.querySelector('.tl-attn canvas').getContext('2d')
+                                               .getImageData(Math.round({M + j * C + C // 2} * r), Math.round({M + i * C + C // 2} * r), 1, 1).data.slice(0, 3)); }}""")
                         assert max(abs(a - b) for a, b in zip(px, colour(w))) <= 1, (setting, i, j, px, colour(w))
+            # -- pointing at a cell names its query, its key and its weight
+            t, l, h = setting
+            rows, T = d["maps"][t][l][h], len(d["labels"][t])
+            box, size = page.locator(".tl-attn canvas").bounding_box(), d["margin"] + T * d["cell"] + 1
+            for i, j in ((T - 1, T - 2), (T // 2, 1)):
+                page.mouse.move(box["x"] + (d["margin"] + (j + 0.5) * d["cell"]) * box["width"] / size,
+                                box["y"] + (d["margin"] + (i + 0.5) * d["cell"]) * box["height"] / size)
+                w = rows[i][j] / d["scale"] if j < len(rows[i]) else 0.0
+                text = root.locator(".tla-hover").inner_text()
+                assert text.startswith(f"query {i} ") and f"key {j} " in text and text.endswith(f"{w:.3f}"), text
             assert page_errors == []
         finally:
             browser.close()

@@ -318,9 +318,11 @@ _ATTN_JS = '''<script>
       var a = +el.dataset.axis; s[a] = +el.value;
       el.parentNode.querySelector(".tla-value").textContent = d.values[a][s[a]];
     });
-    var labels = d.labels[s[0]], T = labels.length;
-    canvas.width = canvas.height = M + T * C + 1;
-    ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, canvas.width, canvas.height);
+    var labels = d.labels[s[0]], T = labels.length, size = M + T * C + 1, dpr = window.devicePixelRatio || 1;
+    // -- sharp on high-density screens: the canvas holds dpr pixels per CSS pixel, drawn in CSS pixels
+    canvas.width = canvas.height = Math.round(size * dpr); canvas.style.width = size + "px";
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, size, size);
     // -- the cells: query i down the rows, key j along the columns
     for (var i = 0; i < T; i++) for (var j = 0; j < T; j++) { ctx.fillStyle = colour(weight(i, j)); ctx.fillRect(M + j * C, M + i * C, C, C); }
     // -- the tokens: keys along the top, queries down the left
@@ -331,7 +333,7 @@ _ATTN_JS = '''<script>
     root.dataset.index = s.join(",");
   }
   canvas.addEventListener("mousemove", function (e) {
-    var r = canvas.getBoundingClientRect(), k = canvas.width / r.width;
+    var r = canvas.getBoundingClientRect(), k = (M + d.labels[s[0]].length * C + 1) / r.width;   // CSS pixels of the drawing per shown pixel
     var j = Math.floor(((e.clientX - r.left) * k - M) / C), i = Math.floor(((e.clientY - r.top) * k - M) / C), labels = d.labels[s[0]];
     if (i < 0 || j < 0 || i >= labels.length || j >= labels.length) { hover.textContent = "\\u00a0"; return; }
     hover.textContent = "query " + i + " \\u201c" + labels[i] + "\\u201d \\u2192 key " + j + " \\u201c" + labels[j] + "\\u201d: " + weight(i, j).toFixed(3);
