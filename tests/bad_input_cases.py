@@ -1702,6 +1702,21 @@ for key in (DM, MG):
 R("viz.draw_module.show_shapes.int", DM + "show_shapes", TypeError, ["show_shapes=1", "bool"], lambda: _closing(lambda: viz.draw_module(_tiny_mha(), torch.zeros(1, 2, 8), show_shapes=1)))
 R("viz.draw_module.title.int", DM + "title", TypeError, ["title=3", "str"], lambda: _closing(lambda: viz.draw_module(_tiny_mha(), torch.zeros(1, 2, 8), title=3)))
 R("viz.draw_module.ax.str", DM + "ax", TypeError, ["ax must be matplotlib Axes", "str"], lambda: _closing(lambda: viz.draw_module(_tiny_mha(), torch.zeros(1, 2, 8), ax="a")))
+AE = VZ + "AttentionExplorer:"
+def _ae(**kw):
+    "A one-text AttentionExplorer (one layer, one head, two tokens) with `kw` replacing its arguments."
+    return viz.AttentionExplorer(**({"tokens": [["a", "b"]], "maps": [torch.tensor([[[[1.0, 0.0], [0.5, 0.5]]]])]} | kw))
+R("viz.AttentionExplorer.tokens.str", AE + "tokens", TypeError, ["tokens='ab'", "list of token strings per text"], lambda: _ae(tokens="ab"))
+R("viz.AttentionExplorer.maps.count", AE + "maps", ValueError, ["len(maps)=0", "len(tokens)=1"], lambda: _ae(maps=[]))
+R("viz.AttentionExplorer.maps.negative", AE + "maps", ValueError, ["maps[0]", "[0, 1]", "[-1, 0]"], lambda: _ae(maps=[torch.eye(2)[None, None] - 1]))
+R("viz.AttentionExplorer.caption.str", AE + "caption", TypeError, ["caption='c'", "callable"], lambda: _ae(caption="c"))
+R("viz.AttentionExplorer.value.head", AE + "value", ValueError, ["value[2]=1", "[0, 0]"], lambda: _ae(value=(0, 0, 1)))
+R("viz.AttentionExplorer.scale.zero", AE + "scale", ValueError, ["scale=0", "positive int"], lambda: _ae(scale=0))
+R("viz.AttentionExplorer.cell.small", AE + "cell", ValueError, ["cell=2", ">= 4"], lambda: _ae(cell=2))
+R("viz.AttentionExplorer.cmap.unknown", AE + "cmap", ValueError, ["cmap='nope'", "colour map"], lambda: _ae(cmap="nope"))
+for i, arg in enumerate(("text", "layer", "head")):
+    R(f"viz.AttentionExplorer.weights.{arg}.beyond", VZ + f"AttentionExplorer.weights:{arg}", ValueError, [f"{arg}=1", "[0, 0]"],
+      lambda i=i: _ae().weights(*[1 if k == i else 0 for k in range(3)]))
 R("viz.trace_graph.module.wrong_width", VZ + "trace_graph:module", RuntimeError, ["could not trace MultiHeadAttention"],
   lambda: viz.trace_graph(_tiny_mha(), torch.zeros(1, 2, 4)))
 
@@ -1773,7 +1788,7 @@ EXEMPT_CALLABLES: dict = {
     "train.translate_vocab": NO_ARGS, "train.Seq2SeqData.eval_indices": NO_ARGS, "train.LMData.eval_indices": NO_ARGS,
     "train.world": NO_ARGS,
     "train.step_seed": "hashes its four arguments as text: any values give a valid seed (nothing to reject)", "flash_triton.interpreter_loop_error": NO_ARGS, "flash_triton.interpreting": NO_ARGS,
-    "gpu_check.versions": NO_ARGS, "viz.FramePlayer.html": NO_ARGS,
+    "gpu_check.versions": NO_ARGS, "viz.FramePlayer.html": NO_ARGS, "viz.AttentionExplorer.html": NO_ARGS,
     "viz.GraphNode": RECORD, "viz.ModuleGraph": RECORD,
     "viz.ModuleGraph.node": "looks up a node by id in a graph that module_graph built; an unknown id raises KeyError listing the ids",
     "viz.ModuleGraph.by_label": "filters the nodes of a graph module_graph built by label; any value matches or not", "widgets.ExplorerUI.view": NO_ARGS,

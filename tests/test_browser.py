@@ -588,3 +588,60 @@ def test_open_gives_the_metadata_the_kernel_will_set(tmp_path):
     assert meta["kernelspec"] == {"display_name": spec.display_name, "language": "python", "name": "python3"}
     assert meta["language_info"] == dict(IPythonKernel.language_info)
     assert (tmp_path / "x.ipynb").read_bytes() == before
+
+
+def test_chapter_14_attention_explorer_saved_in_the_notebook(tmp_path):
+    """The trained model's attention explorer as the site shows it (nbs/14_checkpoints.ipynb's saved HTML): every control
+    moves the map, the caption follows, and the canvas's cells have the colours of the stored weights."""
+    require_browser()
+    from playwright.sync_api import sync_playwright
+    nb = json.loads((ROOT / "nbs" / "14_checkpoints.ipynb").read_text(encoding="utf-8"))
+    html_text, = ["".join(o["data"]["text/html"]) for c in nb["cells"] for o in c.get("outputs", [])
+                  if 'class="tl-attn"' in "".join(o.get("data", {}).get("text/html", ""))]
+    assert not re.search(r"""(src|href)=["']?(https?:|//)|fetch\(|XMLHttpRequest""", html_text)   # nothing is fetched
+    d = json.loads(re.search(r'class="tla-data">(.*?)</script>', html_text, re.S).group(1).replace("<\\/", "</"))
+    path = tmp_path / "explorer.html"
+    path.write_text(f"<!doctype html><html><head><meta charset='utf-8'></head><body>{html_text}</body></html>", encoding="utf-8")
+
+    def colour(v):  # -- the colour the page should give weight v: the stops, interpolated linearly
+        x = min(max(v, 0.0), 1.0) * (len(d["stops"]) - 1); i = min(int(x), len(d["stops"]) - 2); f = x - i
+        return [round(a + f * (b - a)) for a, b in zip(d["stops"][i], d["stops"][i + 1])]
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900}, device_scale_factor=2)   # a high-density screen
+            page_errors = []
+            page.on("pageerror", lambda e: page_errors.append(str(e)))
+            page.goto(path.as_uri())
+            page.wait_for_function("() => { const r = document.querySelector('.tl-attn'); return r && r.dataset.ready === '1'; }")
+            root = page.locator(".tl-attn").first
+            setting = [int(root.locator(f"input[data-axis='{a}']").input_value()) for a in range(3)]
+            sizes = [len(d["maps"]), len(d["maps"][0]), len(d["maps"][0][0])]
+            for axis in range(3):
+                for index in [i for i in range(sizes[axis]) if i != setting[axis]] + [setting[axis]]:
+                    _set_control(root, axis, index)
+                    setting[axis] = index
+                    t, l, h = setting
+                    assert root.get_attribute("data-index") == f"{t},{l},{h}"
+                    assert root.locator(".tla-caption").inner_html() == d["captions"][t][l][h]
+                    rows, C, M = d["maps"][t][l][h], d["cell"], d["margin"]
+                    for i, j in ((0, 0), (len(rows) - 1, 0), (len(rows) - 1, len(rows) - 2), (len(rows) // 2, len(rows) // 2), (0, 1)):
+                        w = rows[i][j] / d["scale"] if j < len(rows[i]) else 0.0
+                        px = page.evaluate(f"""() => {{ const r = window.devicePixelRatio || 1;   // canvas pixels per CSS pixel
+                                               return Array.from(document.querySelector('.tl-attn canvas').getContext('2d')
+                                               .getImageData(Math.round({M + j * C + C // 2} * r), Math.round({M + i * C + C // 2} * r), 1, 1).data.slice(0, 3)); }}""")
+                        assert max(abs(a - b) for a, b in zip(px, colour(w))) <= 1, (setting, i, j, px, colour(w))
+            # -- pointing at a cell names its query, its key and its weight
+            t, l, h = setting
+            rows, T = d["maps"][t][l][h], len(d["labels"][t])
+            box, size = page.locator(".tl-attn canvas").bounding_box(), d["margin"] + T * d["cell"] + 1
+            for i, j in ((T - 1, T - 2), (T // 2, 1)):
+                page.mouse.move(box["x"] + (d["margin"] + (j + 0.5) * d["cell"]) * box["width"] / size,
+                                box["y"] + (d["margin"] + (i + 0.5) * d["cell"]) * box["height"] / size)
+                w = rows[i][j] / d["scale"] if j < len(rows[i]) else 0.0
+                text = root.locator(".tla-hover").inner_text()
+                assert text.startswith(f"query {i} ") and f"key {j} " in text and text.endswith(f"{w:.3f}"), text
+            assert page_errors == []
+        finally:
+            browser.close()

@@ -34,6 +34,12 @@ def ex():
     return scaling.ScalingExplorer(n_keys=4, n_queries=8, max_d_k=16)
 
 
+CAUSAL = torch.tensor([[[[1.0, 0.0], [0.25, 0.75]]]])                     # (layers=1, H=1, T=2, T=2)
+def ae(**kw):
+    "A one-text AttentionExplorer with `kw` replacing its arguments."
+    return viz.AttentionExplorer(**({"tokens": [["a", "b"]], "maps": [CAUSAL]} | kw))
+
+
 def fp(**kw):
     "A two-frame FramePlayer with `kw` replacing its arguments."
     return viz.FramePlayer(**({"controls": {"a": [1, 2]}, "render": lambda a: PNG} | kw))
@@ -79,6 +85,26 @@ VIZ_ROWS = [
     ("player.dpi.zero", lambda: fp(dpi=0), ValueError, "dpi=0 must be a finite number > 0 or None"),
     ("player.colors.zero", lambda: fp(colors=0), ValueError, "colors=0 must be an int in [1, 256] or None"),
     ("player.colors.above_palette", lambda: fp(colors=1000), ValueError, "colors=1000 must be an int in [1, 256] or None"),
+    ("explorer.tokens.str", lambda: ae(tokens="ab"), TypeError, "tokens='ab' must be a non-empty list with one list of token strings per text"),
+    ("explorer.tokens.empty_text", lambda: ae(tokens=[[]]), TypeError, "tokens[0]=[] must be a non-empty list of str"),
+    ("explorer.tokens.ints", lambda: ae(tokens=[[1, 2]]), TypeError, "tokens[0]=[1, 2] must be a non-empty list of str"),
+    ("explorer.maps.tensor", lambda: ae(maps=CAUSAL), TypeError, "maps must be a list with one (layers, H, T, T) tensor per text, got Tensor"),
+    ("explorer.maps.count", lambda: ae(maps=[CAUSAL, CAUSAL]), ValueError, "len(maps)=2 must equal len(tokens)=1"),
+    ("explorer.maps.rank3", lambda: ae(maps=[CAUSAL[0]]), ValueError, "maps[0].shape=(1, 2, 2) must be (layers, H, 2, 2)"),
+    ("explorer.maps.heads_differ", lambda: ae(tokens=[["a", "b"], ["a", "b"]], maps=[CAUSAL, CAUSAL.repeat(1, 2, 1, 1)]), ValueError,
+     "maps[1].shape=(1, 2, 2, 2) must have the layers and heads of maps[0], (1, 1)"),
+    ("explorer.maps.scores", lambda: ae(maps=[CAUSAL - 1]), ValueError, "maps[0] must hold attention weights in [0, 1]; its values span [-1, 0]"),
+    ("explorer.maps.nan", lambda: ae(maps=[CAUSAL * float("nan")]), ValueError, "maps[0] must hold attention weights in [0, 1]; it holds NaN or inf"),
+    ("explorer.caption.str", lambda: ae(caption="c"), TypeError, "caption='c' must be a callable caption(text=, layer=, head=)"),
+    ("explorer.caption.keywords", lambda: ae(caption=lambda t: "c"), TypeError, "caption must take every control as a keyword (text, layer, head)"),
+    ("explorer.value.list", lambda: ae(value=[0, 0, 0]), TypeError, "value=[0, 0, 0] must be a tuple (text, layer, head)"),
+    ("explorer.value.head", lambda: ae(value=(0, 0, 1)), ValueError, "value[2]=1 must be an int in [0, 0]"),
+    ("explorer.scale.zero", lambda: ae(scale=0), ValueError, "scale=0 must be a positive int"),
+    ("explorer.scale.float", lambda: ae(scale=1e3), TypeError, "scale=1000.0 must be a positive int"),
+    ("explorer.cell.small", lambda: ae(cell=2), ValueError, "cell=2 must be an int >= 4"),
+    ("explorer.cmap.unknown", lambda: ae(cmap="nope"), ValueError, "cmap='nope' must be the name of a matplotlib colour map"),
+    ("explorer.weights.layer", lambda: ae().weights(0, 1, 0), ValueError, "layer=1 must be an int in [0, 0]"),
+    ("explorer.weights.text", lambda: ae().weights(-1, 0, 0), ValueError, "text=-1 must be an int in [0, 0]"),
 ]
 
 
@@ -224,3 +250,83 @@ def test_draw_module_draws_every_node_and_edge():
     assert all(n.label in texts for n in g.nodes)
     assert all(n.shape in texts for n in g.nodes)
     assert fig.get_size_inches()[0] * fig.dpi <= 800                        # fits the site's width at its own size
+
+
+def _colours(fig):
+    "Box colour per drawn submodule path (the gid of each patch is its node id, 'path#call')."
+    return {p.get_gid().split("#")[0]: p.get_facecolor() for ax in fig.axes for p in ax.patches if p.get_gid() and "#" in p.get_gid()}
+
+
+def test_draw_module_colours_follow_the_kind_not_the_order():
+    "Post-norm meets MultiHeadAttention before LayerNorm, pre-norm the other way round: the colours must not swap."
+    from matplotlib.colors import to_rgba
+    x = torch.randn(1, 3, 8)
+    pre = _colours(viz.draw_module(EncoderBlock(8, 2, 16, norm_first=True, backend="sdpa"), x, depth=2))
+    post = _colours(viz.draw_module(EncoderBlock(8, 2, 16, norm_first=False, backend="sdpa"), x, depth=2))
+    assert pre == post and len(pre) == 4
+    assert pre["self_attn.norm"] == pre["ffn.norm"] == to_rgba(viz.MODULE_COLOURS["norm"])
+    assert pre["self_attn.sublayer"] == to_rgba(viz.MODULE_COLOURS["attention"])
+    assert pre["ffn.sublayer"] == to_rgba(viz.MODULE_COLOURS["ffn"])
+    assert len(set(viz.MODULE_COLOURS.values())) == len(viz.MODULE_COLOURS)          # kinds are told apart
+    from transformer_lit.model import DecoderOnlyLM, TransformerConfig                 # RMSNorm is a norm too
+    c = TransformerConfig(vocab_size=20, d_model=8, n_heads=2, n_layers=1, d_ff=16, max_len=8, positional="rope", norm="rms",
+                          activation="swiglu", bias=False, scale_embeddings=False)
+    lm = _colours(viz.draw_module(DecoderOnlyLM(c), torch.randint(0, 20, (1, 4)), depth=3))
+    assert lm["blocks.0.self_attn.norm"] == to_rgba(viz.MODULE_COLOURS["norm"])
+    assert lm["blocks.0.ffn.sublayer"] == to_rgba(viz.MODULE_COLOURS["ffn"])          # SwiGLU is a feed-forward
+
+
+def test_draw_module_sizes_the_axes_it_is_given():
+    "Given axes: one unit of the drawing is one inch, the top-left corner stays, other axes keep their place in inches."
+    x = torch.randn(1, 3, 8)
+    fig = plt.figure(figsize=(2, 2))
+    other = fig.add_axes((0.0, 0.0, 0.5, 0.25))
+    ax = fig.add_axes((0.25, 0.5, 0.25, 0.25))                                      # left 0.5 in, top 0.5 in from the top
+    inch_box = lambda a: (a.get_position().x0 * fig.get_figwidth(), (1 - a.get_position().y1) * fig.get_figheight(),
+                          a.get_position().width * fig.get_figwidth(), a.get_position().height * fig.get_figheight())
+    before = inch_box(other)
+    viz.draw_module(EncoderBlock(8, 2, 16, backend="sdpa"), x, depth=2, ax=ax)
+    left, top, w, h = inch_box(ax)
+    assert abs(left - 0.5) < 1e-9 and abs(top - 0.5) < 1e-9
+    assert abs(w - np.ptp(ax.get_xlim())) < 1e-9 and abs(h - np.ptp(ax.get_ylim())) < 1e-9
+    assert fig.get_figheight() >= top + h - 1e-9 and fig.get_figwidth() >= left + w - 1e-9 and h > 2   # the figure grew
+    assert np.allclose(inch_box(other), before)
+    # -- a row of drawings: each new axes at the figure's top-right corner
+    fig = plt.figure(figsize=(0.1, 0.1))
+    for norm_first in (True, False):
+        viz.draw_module(EncoderBlock(8, 2, 16, norm_first=norm_first, backend="sdpa"), x, depth=2, ax=fig.add_axes((1, 1, 0, 0)))
+    a, b = fig.axes
+    assert a.get_position().x1 <= b.get_position().x0 + 1e-9 and abs(a.get_position().y1 - 1) < 1e-9 and abs(b.get_position().y1 - 1) < 1e-9
+
+
+def _causal(T, L=2, H=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    s = torch.randn(L, H, T, T, generator=g).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    return s.softmax(-1)
+
+
+def test_attention_explorer_stores_the_weights_rounded():
+    import json, re
+    toks = [list("a b\nc"), list("xy")]
+    maps = [_causal(5), _causal(2, seed=1)]
+    full = torch.rand(2, 3, 2, 2); full = full / full.sum(-1, keepdim=True)         # not causal: rows keep every column
+    for scale in (1000, 100):
+        e = viz.AttentionExplorer(toks, maps, scale=scale, value=(1, 1, 2))
+        for t, m in enumerate(maps):
+            T = len(toks[t])
+            for l in range(2):
+                for h in range(3):
+                    w = e.weights(t, l, h)
+                    assert np.abs(w - m[l, h].numpy()).max() <= 0.5 / scale + 1e-12
+                    assert np.abs(w.sum(-1) - 1).max() <= T * 0.5 / scale + 1e-12
+                    assert not np.triu(w, 1).any()
+                    assert all(len(r) <= i + 1 and (not r or r[-1] != 0) for i, r in enumerate(e.maps[t][l][h]))
+        data = json.loads(re.search(r'<script type="application/json" class="tla-data">(.*?)</script>', e.html(), re.S).group(1).replace("<\\/", "</"))
+        assert data["maps"] == e.maps and data["scale"] == scale
+        assert data["labels"][0] == ["a", "\u2423", "b", "\u21b5", "c"]                 # a space and a newline drawn visibly
+        assert 'data-axis="2" min="0" max="2" step="1" value="2"' in e.html()           # the setting shown first
+    e = viz.AttentionExplorer([["p", "q"]], [full])
+    assert np.abs(e.weights(0, 1, 2) - full[1, 2].numpy()).max() <= 0.0005 + 1e-12
+    zero = viz.AttentionExplorer([["p", "q"]], [torch.zeros(1, 1, 2, 2)])             # a fully masked row: all zeros, stored empty
+    assert zero.maps[0][0][0] == [[], []] and not zero.weights(0, 0, 0).any()
+    assert "</script>" not in viz.AttentionExplorer([["</", "script>"]], [torch.eye(2)[None, None]]).html().split('class="tla-data">')[1].split("</script>")[0]

@@ -274,7 +274,7 @@ class _Reader:
     def get(self, k) -> Tensor: return self.f.get_tensor(k) if self.st else self.sd[k]
     def __exit__(self, *exc): self.f = self.sd = None
 
-# %% ../nbs/14_checkpoints.ipynb #11afd824
+#| export
 def _plan(path: Path, files: list, family: str, config: TransformerConfig, shapes: dict) -> dict:
     "Check every file's tensor names and shapes against the mapping; return {HF name: (file, file's own name)}."
     rules = weight_rules(family, config)
@@ -408,7 +408,7 @@ def config_to_hf(config: TransformerConfig, # the model's config
     else: out.update(use_sliding_window=False, sliding_window=None, layer_types=["full_attention"] * c.decoder_layers)
     return out
 
-# %% ../nbs/14_checkpoints.ipynb #9ea49b03
+#| export
 def _shard_bytes(max_shard_size):
     "Bytes from an int or a string such as '5MB' (10^6) or '5MiB' (2^20), as Hugging Face reads them."
     if max_shard_size is None or (isinstance(max_shard_size, int) and not isinstance(max_shard_size, bool) and max_shard_size > 0):
