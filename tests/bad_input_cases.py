@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from transformer_lit import (checks, attention, scaling, norm, ffn, positional, masks, multihead, blocks, model, decoding, train,
-                             checkpoints, flash, flash_triton, bench, viz, at_scale)  # gpu_check imported by its rows
+                             checkpoints, flash, flash_triton, bench, viz, at_scale, fast_decoding)  # gpu_check imported by its rows
 
 Row = namedtuple("Row", "id target call exc words")
 Legal = namedtuple("Legal", "id target call check")
@@ -1080,14 +1080,14 @@ R("decoding.beam_search.pad_id.negative", BS + "pad_id", ValueError, ["pad_id=-1
 R("decoding.beam_search.early_stopping.str", BS + "early_stopping", TypeError, ["early_stopping='no'"],
   lambda: decoding.beam_search(_step, ids(high=5), 2, 2, early_stopping="no"))
 
-SCc = "decoding.StaticCache"
+SCc = "fast_decoding.StaticCache"                                  # chapter 11 (was decoding.StaticCache)
 for i, (p, bad, exc, word) in enumerate((("n_layers", 0, ValueError, "n_layers=0"), ("batch", -1, ValueError, "batch=-1"),
                                         ("n_kv_heads", 0, ValueError, "n_kv_heads=0"), ("max_len", 0, ValueError, "max_len=0"),
                                         ("head_dim", 0, ValueError, "head_dim=0"), ("dtype", torch.int64, TypeError, "dtype=torch.int64"))):
     args = [1, 1, 2, 4, 4, torch.float32]; args[i] = bad
-    R(f"decoding.StaticCache.{p}.{bad}", f"{SCc}:{p}", exc, [word], lambda args=args: decoding.StaticCache(*args))
+    R(f"decoding.StaticCache.{p}.{bad}", f"{SCc}:{p}", exc, [word], lambda args=args: fast_decoding.StaticCache(*args))
 @functools.cache
-def static_cache(): return decoding.StaticCache(1, 1, 2, 4, 4)
+def static_cache(): return fast_decoding.StaticCache(1, 1, 2, 4, 4)
 for bad, exc, word in ((-1, ValueError, "length=-1"), (5, ValueError, "length=5"), ("0", TypeError, "length='0'")):
     R(f"decoding.StaticCache.rewind.length.{bad}", SCc + ".rewind:length", exc, [word, "[0, 4]"], lambda bad=bad: static_cache().rewind(bad))
 R("decoding.StaticCache.reorder.rows.list", SCc + ".reorder:rows", TypeError, [NAMED("rows"), "list"], lambda: static_cache().reorder([0]))
@@ -1784,7 +1784,7 @@ EXEMPT_CALLABLES: dict = {
     "ffn.FeedForward.extra_repr": REPR, "positional.RotaryEmbedding.extra_repr": REPR, "model.TokenEmbedding.extra_repr": REPR,
     "multihead.KVCache": NO_ARGS, "multihead.KVCache.nbytes": NO_ARGS, "multihead.CrossKVCache": NO_ARGS,
     "multihead.CrossKVCache.nbytes": NO_ARGS, "decoding.DecoderCache.nbytes": NO_ARGS,
-    "multihead.StaticKVCache.nbytes": NO_ARGS, "decoding.StaticCache.nbytes": NO_ARGS,
+    "multihead.StaticKVCache.nbytes": NO_ARGS, "fast_decoding.StaticCache.nbytes": NO_ARGS,
     "train.translate_vocab": NO_ARGS, "train.Seq2SeqData.eval_indices": NO_ARGS, "train.LMData.eval_indices": NO_ARGS,
     "train.world": NO_ARGS,
     "train.step_seed": "hashes its four arguments as text: any values give a valid seed (nothing to reject)", "flash_triton.interpreter_loop_error": NO_ARGS, "flash_triton.interpreting": NO_ARGS,
@@ -1889,7 +1889,7 @@ EXEMPT_PARAMS: dict = {
     ("bench.bench_attention", "backward"): FLAG, ("bench.bench_attention", "progress"): FLAG,
     ("bench.bench_mha", "device"): DEVICE, ("bench.lm_inputs", "device"): DEVICE,
     ("bench.bench_peer", "device"): DEVICE,    ("bench.bench_compile", "device"): DEVICE, ("bench.bench_compile", "fullgraph"): FLAG, ("bench.bench_compile", "cold"): FLAG,
-    ("multihead.StaticKVCache", "device"): DEVICE, ("decoding.StaticCache", "device"): DEVICE,
+    ("multihead.StaticKVCache", "device"): DEVICE, ("fast_decoding.StaticCache", "device"): DEVICE,
     ("model.DecoderOnlyLM.new_cache", "device"): DEVICE, ("model.Transformer.new_cache", "device"): DEVICE,
     ("gpu_check.tune", "device"): DEVICE, ("gpu_check.benchmark_kernels", "device"): DEVICE,
     ("gpu_check.compile_kernel", "is_causal"): FLAG, ("gpu_check.run_check", "dry_run"): FLAG, ("gpu_check.run_check", "tune_tiles"): FLAG, ("bench.bench_mha", "causal"): FLAG, ("bench.bench_gqa", "device"): DEVICE,

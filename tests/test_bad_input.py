@@ -19,7 +19,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 import bad_input_cases as cases                                   # noqa: E402
 
-MODULES = ("checks attention scaling norm ffn positional long_context masks multihead blocks model decoding train at_scale "
+MODULES = ("checks attention scaling norm ffn positional long_context masks multihead blocks model decoding fast_decoding train at_scale "
            "checkpoints flash flash_triton gpu_check bench viz widgets exercises").split()
 
 

@@ -5,7 +5,8 @@ import dataclasses, re
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from transformer_lit.model import DecoderOnlyLM, StaticCache, Transformer, TransformerConfig
+from transformer_lit.model import DecoderOnlyLM, Transformer, TransformerConfig
+from transformer_lit.fast_decoding import StaticCache            # chapter 11
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny ops: one thread (tests/conftest.py)
 KINDS = ("sinusoidal", "learned", "rope", "alibi")

@@ -361,14 +361,14 @@ def test_min_p_one_keeps_the_top_token_and_its_ties():
     assert sample_next(z[1:], min_p=1.0, generator=torch.Generator().manual_seed(0)).item() == 1
 
 
-# ---------------------------------------------------------------- the fast decoding step of lm_generate
+# ---------------------------------------------------------------- the fast decoding step of lm_generate (chapter 11)
 @pytest.mark.parametrize("kw", [dict(positional="learned", activation="gelu_tanh", scale_embeddings=False),
                                 dict(positional="sinusoidal"), dict(positional="none", final_norm=False),
                                 dict(positional="rope", norm="rms", activation="swiglu", n_kv_heads=2, bias=False),
                                 dict(positional="rope", n_kv_heads=1, tie_embeddings=False, rope_scaling={"rope_type": "linear", "factor": 2.0})])
 def test_fast_decode_step_equals_forward(kw):
     "`_decode_step` gives forward's logits (float64) step after step, and generate gives the same tokens as forward per token."
-    from transformer_lit.decoding import _decode_step, _fast_path_ok
+    from transformer_lit.fast_decoding import _decode_step, _fast_path_ok             # chapter 11
     torch.manual_seed(0)
     m = DecoderOnlyLM(TransformerConfig(vocab_size=50, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=64, dropout=0.0, **kw)).double().eval()
     prompt = torch.randint(0, 50, (3, 5))
@@ -385,10 +385,10 @@ def test_fast_decode_step_equals_forward(kw):
 
 def test_fast_decode_step_is_taken_only_where_it_is_exact(monkeypatch):
     "Training mode, ALiBi, post-norm, the math backend, hooks, padding and the static cache take forward for every token."
-    import transformer_lit.decoding as dec
+    import transformer_lit.fast_decoding as fd                            # chapter 11: generate loads the step from there
     calls = []
-    real = dec._decode_step
-    monkeypatch.setattr(dec, "_decode_step", lambda *a: calls.append(1) or real(*a))
+    real = fd._decode_step
+    monkeypatch.setattr(fd, "_decode_step", lambda *a: calls.append(1) or real(*a))
     torch.manual_seed(0)
     base = dict(vocab_size=50, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=64, dropout=0.0)
     prompt = torch.randint(0, 50, (2, 4))
@@ -403,3 +403,24 @@ def test_fast_decode_step_is_taken_only_where_it_is_exact(monkeypatch):
     calls.clear(); m.generate(prompt, 6, greedy=True); h.remove(); assert not calls
     calls.clear(); m.generate(prompt, 6, greedy=True, static_cache=True); assert not calls
     calls.clear(); m.generate(prompt, 6, greedy=True, attention_mask=torch.ones_like(prompt, dtype=torch.bool)); assert not calls
+
+
+# ---------------------------------------------------------------- chapter 10 and chapter 11's module
+def test_decoding_does_not_import_fast_decoding_and_old_imports_still_work():
+    "A fresh interpreter: importing `decoding` leaves chapter 11's module unloaded; the names that moved to it resolve from `decoding` and `model`."
+    import subprocess, sys
+    code = ("import sys, transformer_lit.decoding as d; assert 'transformer_lit.fast_decoding' not in sys.modules; "
+            "from transformer_lit.decoding import StaticCache, _decode_step, _fast_path_ok; import transformer_lit.fast_decoding as f; "
+            "assert StaticCache is f.StaticCache and _decode_step is f._decode_step and _fast_path_ok is f._fast_path_ok; "
+            "from transformer_lit.model import StaticCache as S; assert S is f.StaticCache; "
+            "import pytest; pytest.raises(AttributeError, lambda: d.no_such_name)")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+def test_generate_loads_the_fast_step_on_first_use():
+    "generate (chapter 10) imports chapter 11's step when it runs, and a static cache comes from chapter 11's module."
+    import subprocess, sys
+    code = ("import sys, torch; from transformer_lit.model import DecoderOnlyLM, TransformerConfig; "
+            "m = DecoderOnlyLM(TransformerConfig(vocab_size=20, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=16)).eval(); "
+            "assert 'transformer_lit.fast_decoding' not in sys.modules; m.generate(torch.zeros(1, 2, dtype=torch.long), 3, greedy=True); "
+            "import transformer_lit.fast_decoding as f; assert isinstance(m.new_cache(max_len=8, batch=1), f.StaticCache)")
+    subprocess.run([sys.executable, "-c", code], check=True)
