@@ -8,7 +8,8 @@ continues training at length 128 with plain RoPE on the same number of character
 "training at the longer length". Each run writes `long-context/<run>.json` beside this file: the command, the seed,
 the settings, the training loss of every step and both per-position curves (nats per character).
 
-Run from the repository root (about 3 minutes per run on one idle CPU thread; the runs are independent):
+Run from the repository root (the runs are independent; each took 4 to 18 minutes on one thread of a shared 2-core CPU,
+as `wall_seconds` in its file records):
 
     OMP_NUM_THREADS=1 python nbs/models/finetune_long.py                 # every run, one after the other
     OMP_NUM_THREADS=1 python nbs/models/finetune_long.py --runs pi yarn  # some of them
