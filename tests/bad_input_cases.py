@@ -529,6 +529,30 @@ R("positional.LearnedPositionalEmbedding.forward.positions.past_max_len", PO + "
   ["positions", "max_len=4"], lambda: positional.LearnedPositionalEmbedding(4, 8)(X(), positions=torch.tensor([0, 1, 4])))
 
 # =====================================================================================================================
+# long_context
+# =====================================================================================================================
+from transformer_lit import long_context
+LC, WRS, LBP = "long_context.", "long_context.with_rope_scaling:", "long_context.loss_by_position:"
+def rope_lm(): return lm(positional="rope")
+R("long_context.with_rope_scaling.model.linear", WRS + "model", TypeError, [NAMED("model"), "Linear"],
+  lambda: long_context.with_rope_scaling(nn.Linear(2, 2), None, 32))
+R("long_context.with_rope_scaling.model.sinusoidal", WRS + "model", ValueError, ["model.config.positional='sinusoidal'", "'rope'"],
+  lambda: long_context.with_rope_scaling(lm(), None, 32))
+R("long_context.with_rope_scaling.scaling.unknown", WRS + "scaling", ValueError, ["rope_type='ntk'", "not supported"],
+  lambda: long_context.with_rope_scaling(rope_lm(), {"rope_type": "ntk", "factor": 2.0}, 32))
+R("long_context.with_rope_scaling.max_len.zero", WRS + "max_len", ValueError, ["max_len=0"], lambda: long_context.with_rope_scaling(rope_lm(), None, 0))
+R("long_context.with_rope_scaling.max_len.float", WRS + "max_len", TypeError, ["max_len=32.0"], lambda: long_context.with_rope_scaling(rope_lm(), None, 32.0))
+R("long_context.loss_by_position.ids.list", LBP + "ids", TypeError, [NAMED("ids"), "list"], lambda: long_context.loss_by_position(rope_lm(), [1, 2, 3], 2))
+R("long_context.loss_by_position.ids.float", LBP + "ids", TypeError, ["ids.dtype=torch.float32"],
+  lambda: long_context.loss_by_position(rope_lm(), torch.zeros(9), 2))
+R("long_context.loss_by_position.ids.2d", LBP + "ids", ValueError, ["ids.dim()=2"], lambda: long_context.loss_by_position(rope_lm(), ids(2, 5), 2))
+R("long_context.loss_by_position.ids.short", LBP + "ids", ValueError, ["ids has 3 tokens", "T + 1 = 4"],
+  lambda: long_context.loss_by_position(rope_lm(), ids(1, 3)[0], 3))
+R("long_context.loss_by_position.T.zero", LBP + "T", ValueError, ["T=0"], lambda: long_context.loss_by_position(rope_lm(), ids(1, 9)[0], 0))
+R("long_context.loss_by_position.batch_size.zero", LBP + "batch_size", ValueError, ["batch_size=0"],
+  lambda: long_context.loss_by_position(rope_lm(), ids(1, 9)[0], 2, batch_size=0))
+
+# =====================================================================================================================
 # masks
 # =====================================================================================================================
 MK = "masks."
@@ -1846,6 +1870,7 @@ DTYPE_T = "a dtype handed to torch's .to(), which raises its own TypeError for a
 PASS = "passed through unchanged to the wrapped callable, which validates it"
 MPL = "passed to matplotlib, which validates its own arguments"
 EXEMPT_PARAMS: dict = {
+    ("long_context.loss_by_position", "model"): "any language model (ids (B, T) -> logits (B, T, V)); it is called at once and its own checks name a bad input",
     ("at_scale.sample_predictions", "device"): DEVICE,
     ("at_scale.sample_predictions", "seed"): "seeds a torch.Generator for LM sampling (any int; unused for seq2seq data)",
     ("at_scale.launch", "fn"): "must be importable by name in the spawned processes; tested with real processes in tests/test_train.py",

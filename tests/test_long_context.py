@@ -121,3 +121,55 @@ def test_both_spellings_with_and_without_the_training_length(key, kind, extra):
     x = torch.randn(1, 2, 80, 16, dtype=f64)                                    # past the 32 positions
     torch.testing.assert_close(RotaryEmbedding(16, scaling=full)(x), RotaryEmbedding(16, scaling=other)(x), rtol=0, atol=0)
     assert not torch.allclose(RotaryEmbedding(16, scaling=full)(x), RotaryEmbedding(16)(x))
+
+
+# -- running a trained model longer than trained: with_rope_scaling and loss_by_position ----------------------------------
+def tiny_rope_lm(**kw):
+    from transformer_lit.model import TransformerConfig, DecoderOnlyLM
+    torch.manual_seed(0)
+    c = dict(vocab_size=13, d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0, max_len=8, positional="rope") | kw
+    return DecoderOnlyLM(TransformerConfig(**c)).eval()
+
+
+def test_loss_by_position_is_the_per_position_cross_entropy_and_averages_to_evaluate_loss():
+    from torch.nn import functional as F
+    from transformer_lit.long_context import loss_by_position
+    from transformer_lit.train import LMData, Vocab, evaluate_loss
+    m = tiny_rope_lm().double()
+    ids = torch.randint(0, 13, (61,), generator=torch.Generator().manual_seed(1))
+    curve = loss_by_position(m, ids, 8, batch_size=3)                          # 7 windows of 8, in batches of 3, 3, 1
+    assert curve.shape == (8,) and curve.dtype == f64
+    x, y = ids[:56].view(7, 8), ids[1:57].view(7, 8)
+    with torch.no_grad():
+        want = torch.stack([F.cross_entropy(m(x[i:i + 1])[0], y[i], reduction='none') for i in range(7)]).mean(0)
+    torch.testing.assert_close(curve, want, rtol=1e-12, atol=1e-12)
+    data = LMData(ids, 8, Vocab([chr(97 + i) for i in range(13)], specials=False))   # the same non-overlapping windows
+    assert curve.mean().item() == pytest.approx(evaluate_loss(m, data, 4, 100), rel=1e-12)
+    m.train(); loss_by_position(m, ids, 8); assert m.training                 # the mode is restored
+
+
+def test_with_rope_scaling_copies_the_weights_and_changes_only_the_positions():
+    from transformer_lit.long_context import with_rope_scaling
+    m = tiny_rope_lm()
+    idx = torch.randint(0, 13, (2, 24), generator=torch.Generator().manual_seed(2))
+    plain = with_rope_scaling(m, None, 24)
+    assert plain.config.max_len == 24 and m.config.max_len == 8 and plain.config.rope_scaling is None
+    with torch.no_grad():
+        torch.testing.assert_close(plain(idx[:, :8]), m(idx[:, :8]), rtol=0, atol=0)   # the same model within its length
+        pi = with_rope_scaling(m, {'rope_type': 'linear', 'factor': 3.0}, 24)
+        assert not torch.allclose(pi(idx), plain(idx))
+        pi.lm_head.weight.add_(1.0)                                            # a copy: the original is untouched
+    assert not torch.equal(pi.lm_head.weight, m.lm_head.weight)
+
+
+def test_the_fine_tune_files_record_what_the_chapter_states():
+    "nbs/models/long-context/*.json, written by nbs/models/finetune_long.py: settings, full curves, one training loss per step."
+    runs = sorted((ROOT / "nbs" / "models" / "long-context").glob("*.json"))
+    assert runs, "no fine-tune results: run nbs/models/finetune_long.py"
+    for p in runs:
+        r = json.loads(p.read_text())
+        assert r["run"] == p.stem and r["seed"] == 0 and r["eval_length"] == 1024
+        assert len(r["before"]) == len(r["after"]) == 1024 and len(r["train_loss"]) == r["steps"]
+        assert r["batch_size"] * r["trained_length"] == 4096                   # the same characters a step in every run
+        assert r["trained_length"] == (128 if r["run"] == "more128" else 1024)
+        assert f"--runs {r['run']} --steps {r['steps']} --seed 0" in r["command"]

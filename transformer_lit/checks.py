@@ -514,6 +514,20 @@ def check_rope_scaling(scaling:dict|None, # None, or a Hugging Face rope_scaling
         out['truncate'] = tr
     return out
 
+# %% ../nbs/appendix_checks.ipynb #l06x001
+def _check_rope_model(model):
+    "Raise unless `model` is a language model with a `config` whose positions are rotary (chapter 06's `with_rope_scaling`)."
+    p = getattr(getattr(model, 'config', None), 'positional', None)
+    if not isinstance(model, torch.nn.Module) or p is None:
+        raise TypeError(f"model must be a language model with a config (a DecoderOnlyLM), got {type(model).__name__}")
+    if p != 'rope': raise ValueError(f"model.config.positional={p!r} must be 'rope': only rotary positions can be rescaled")
+
+def _check_token_stream(ids, T):
+    "Raise unless `ids` is a 1-D integer tensor holding at least one window of T inputs and T targets (chapter 06's `loss_by_position`)."
+    check_int('T', T); _check_int_tensor('ids', ids)
+    if ids.dim() != 1: raise ValueError(f"ids.dim()={ids.dim()} must be 1: (N,) a token stream")
+    if ids.numel() < T + 1: raise ValueError(f"ids has {ids.numel()} tokens; it needs at least T + 1 = {T + 1}")
+
 # %% ../nbs/appendix_checks.ipynb #c07mask1
 def _check_bool_2d(mask):
     "Raise unless `mask` is a 2-D bool tensor (`mask_to_str`)."
