@@ -599,6 +599,24 @@ def _hf_train_step(model, opt, idx, targets):
     opt.step()
     return loss.detach()
 
+def _peer_models(config, device="cpu", seed: int=0):
+    "Ours (a seeded `DecoderOnlyLM`) and transformers' `GPT2LMHeadModel` loaded from it: the same weights, both in eval mode."
+    from transformer_lit.checkpoints import config_to_hf, save_pretrained
+    config_to_hf(config)                                            # raises unless GPT-2 reproduces the config
+    from transformers import GPT2LMHeadModel                        # ImportError when transformers is not installed
+    import tempfile
+    torch.manual_seed(seed)
+    ours = DecoderOnlyLM(config).to(device).eval()
+    with tempfile.TemporaryDirectory() as tmp:                      # chapter 14's writer: the same weights, in GPT-2's layout
+        save_pretrained(ours, tmp)
+        hf = GPT2LMHeadModel.from_pretrained(tmp, attn_implementation="sdpa").to(device).eval()
+    return ours, hf
+
+def _hf_greedy(prompt, new_tokens):
+    "transformers' `generate` arguments for greedy search that never stops early."
+    return dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, eos_token_id=None, pad_token_id=0,
+                attention_mask=torch.ones_like(prompt))
+
 def bench_peer(config=None, # a TransformerConfig that saves as GPT-2; default d_model 256, 4 layers, 4 heads, V 2000
                batch: int=4, seq_len: int=128, # the training step's and the prefill's input (B, T)
                prompt_len: int=32, new_tokens: int=32, # greedy generation: one prompt (B = 1), this many new tokens
@@ -618,23 +636,14 @@ def bench_peer(config=None, # a TransformerConfig that saves as GPT-2; default d
     if seq_len > config.max_len: raise ValueError(f"seq_len={seq_len} must be <= config.max_len={config.max_len}")
     if prompt_len + new_tokens > config.max_len:
         raise ValueError(f"prompt_len={prompt_len} plus new_tokens={new_tokens} must be <= config.max_len={config.max_len}")
-    from transformer_lit.checkpoints import config_to_hf, save_pretrained
-    config_to_hf(config)                                            # raises unless GPT-2 reproduces the config
-    try: from transformers import GPT2LMHeadModel
+    try: ours, hf = _peer_models(config, device, seed)
     except ImportError as e:
         return [dict(workload=w, note=f"skipped: transformers is not installed ({e}); `pip install transformers` to compare")
                 for w in workloads]
-    import tempfile
     device = torch.device(device)
-    torch.manual_seed(seed)
-    ours = DecoderOnlyLM(config).to(device).eval()
-    with tempfile.TemporaryDirectory() as tmp:                      # chapter 14's writer: the same weights, in GPT-2's layout
-        save_pretrained(ours, tmp)
-        hf = GPT2LMHeadModel.from_pretrained(tmp, attn_implementation="sdpa").to(device).eval()
     idx, targets = lm_inputs(config, batch, seq_len, device, seed)  # (B, T), (B, T)
     prompt = lm_inputs(config, 1, prompt_len, device, seed + 1)[0]   # (1, T0)
-    gen = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, eos_token_id=None, pad_token_id=0,
-               attention_mask=torch.ones_like(prompt))                 # transformers' greedy search, never stopping early
+    gen = _hf_greedy(prompt, new_tokens)                            # transformers' greedy search, never stopping early
     rows = []
     for w in workloads:
         compile_s, check = math.nan, ""

@@ -237,7 +237,7 @@ class DecoderOnlyLM(nn.Module):
 
     def forward(self, idx: Tensor, # (B, T) token ids
                 targets: Tensor|None=None, # (B, T) next-token ids; -100 = ignore (e.g. padding)
-                cache=None, # a `DecoderCache` or `StaticCache` (chapter 10): earlier tokens' keys/values, appended to in place
+                cache=None, # a `DecoderCache` (chapter 10) or `StaticCache` (chapter 11): earlier tokens' keys/values, appended to in place
                 *, attention_mask: Tensor|None=None, # bool or 0/1 (B, past + T), False on padding; covers the cached tokens too (StaticCache: (B, T), the new tokens only)
                ): # logits (B, T, V), or (logits, mean cross-entropy loss) when targets are given
         "Next-token logits for every position (and the loss when `targets` is given)."
@@ -363,7 +363,7 @@ class TransformerStack(nn.Module):
                memory_mask: Tensor|None=None, # cross-attention mask, e.g. source padding (B, 1, 1, S)
                tgt_is_causal: bool=True, # causal self-attention (bottom-right over a cache)
                attn_bias: Tensor|None=None, # float bias added to the self-attention scores
-               cache=None, # a `DecoderCache` or `StaticCache` (chapter 10): earlier steps' self-attention keys/values and the memory's (one memory per cache)
+               cache=None, # a `DecoderCache` (chapter 10) or `StaticCache` (chapter 11): earlier steps' self-attention keys/values and the memory's (one memory per cache)
               ) -> Tensor: # (B, T, d_model)
         dtype = self._dtype(self.decoder)
         _check_x(tgt, self.config.d_model, "tgt", dtype); _check_x(memory, self.config.d_model, "memory", dtype)
@@ -380,7 +380,7 @@ class TransformerStack(nn.Module):
                ) -> Tensor: # (B, T, d_model)
         return self.decode(tgt, self.encode(src, src_mask), tgt_mask, memory_mask, tgt_is_causal)
 
-# %% ../nbs/09_transformer.ipynb #13e25892
+#| export
 @classmethod
 def _stack_from_torch(cls, m: nn.Transformer):
     "A `TransformerStack` with the settings and weights of `m` (any `batch_first`; ours is batch-first)."
@@ -448,7 +448,7 @@ class Transformer(nn.Module):
     def decode(self, tgt: Tensor, # (B, T) target ids (shifted right: they start with BOS)
                memory: Tensor, memory_mask: Tensor|None, # what `encode` returned
                tgt_keep: Tensor|None=None, # bool (B, T), True on real target tokens (teacher forcing only)
-               cache=None, # a `DecoderCache` or `StaticCache` (chapter 10): earlier target tokens' self-attention keys/values (and the memory's)
+               cache=None, # a `DecoderCache` (chapter 10) or `StaticCache` (chapter 11): earlier target tokens' self-attention keys/values (and the memory's)
               ) -> Tensor: # logits (B, T, V)
         "Next-token logits for every target position."
         past = _check_cache(cache, len(self.stack.decoder))
