@@ -284,7 +284,7 @@ def unembed(lm_head: nn.Linear, # the unembedding U, weight (V, d_model)
 def _check_cache(cache, n_layers):
     "The number of tokens the cache holds (0 for None or a StaticCache); raise unless it is a decoding cache with one layer per block."
     if cache is None: return 0
-    if not getattr(type(cache), "_decoding_state", False):             # DecoderCache and StaticCache (chapter 10)
+    if not getattr(type(cache), "_decoding_state", False):             # DecoderCache (chapter 10) and StaticCache (chapter 11)
         raise TypeError(f"cache must be a DecoderCache, a StaticCache or None, got {type(cache).__name__}")
     if len(cache.layers) != n_layers:
         raise ValueError(f"cache has {len(cache.layers)} layers; it must have one per decoder block ({n_layers})")
