@@ -17,6 +17,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -67,7 +68,8 @@ def api(base, token, path, method="GET"):
 def lab(tmp_path_factory):
     """A JupyterLab server started the way `make lab` starts it, on a temporary copy of the course's layout.
 
-    a git repository work/repo with settings.ini, .gitignore and nbs/ (never the repository's nbs/): 02_scaling.ipynb exactly as committed
+    a git repository work/repo with settings.ini, .gitignore and nbs/ (never the repository's nbs/): nbs/models (the trained
+    model), 02_scaling.ipynb exactly as committed
     (to open and save) and RUN_NOTEBOOK, the same notebook without outputs or prompt numbers (to run, so
     every number and picture seen comes from this run). The server runs from work/repo/nbs with the
     repository's tools/lab configuration (its save hook, its settings overrides), after `jupyter trust`.
@@ -86,6 +88,7 @@ def lab(tmp_path_factory):
             cell["outputs"], cell["execution_count"] = [], None
         cell["metadata"].pop("jupyter", None)   # solutions expanded: every code cell shows its prompt
     (root / RUN_NOTEBOOK).write_text(json.dumps(nb))
+    shutil.copytree(ROOT / "nbs" / "models", root / "models")   # the trained model chapter 02 measures, as `make lab` has it
     git(repo, "init", "-q"); git(repo, "add", "-A"); git(repo, "commit", "-q", "-m", "as committed")
     # -- user settings of the test only: attach every cell to the DOM (the default windowing may leave
     #    off-screen cells out). News and update checks are off through tools/lab/overrides.json, as in `make lab`.

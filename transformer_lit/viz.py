@@ -133,18 +133,29 @@ _PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
 
 # %% ../nbs/viz.ipynb #34b1709e
 # -- the player's script: find the player, turn the inputs' positions into a frame number, swap the image
-_PLAYER_JS = '''<script>
-(function () {
+def _kernel_free_script(what:str, # the widget's name in the comments ("player", "explorer")
+                        root_class:str, # the CSS class of the element the script works in
+                        body:str, # JavaScript run once with `root` set to that element
+                       )->str:
+    "The `<script>` of a kernel-free widget: find the element around it (by class, or by the id `__UID__` where the page moves it), run `body` once."
+    return f"""<script>
+(function () {{
   var me = document.currentScript;
-  function find(tries) {
-    // -- the player around this script; in JupyterLab it may be attached to the page a moment later
-    var root = (me && me.closest && me.closest(".tl-player")) || document.getElementById("__UID__");
-    if (root) start(root); else if (tries > 0) setTimeout(function () { find(tries - 1); }, 50);
-  }
-  function start(root) {
-  if (root.dataset.ready) return;  // -- run once per player
+  function find(tries) {{
+    // -- the {what} around this script; in JupyterLab it may be attached to the page a moment later
+    var root = (me && me.closest && me.closest(".{root_class}")) || document.getElementById("__UID__");
+    if (root) start(root); else if (tries > 0) setTimeout(function () {{ find(tries - 1); }}, 50);
+  }}
+  function start(root) {{
+  if (root.dataset.ready) return;  // -- run once per {what}
   root.dataset.ready = "1";
-  var d = JSON.parse(root.querySelector(".tlp-data").textContent);
+{body}  }}
+  find(100);
+}})();
+</script>
+"""
+
+_PLAYER_JS = _kernel_free_script("player", "tl-player", '''  var d = JSON.parse(root.querySelector(".tlp-data").textContent);
   var img = root.querySelector(".tlp-frame"), cap = root.querySelector(".tlp-caption");
   var inputs = Array.prototype.slice.call(root.querySelectorAll("input[data-axis]"));
   function update() {
@@ -162,11 +173,7 @@ _PLAYER_JS = '''<script>
   }
   inputs.forEach(function (el) { el.addEventListener("input", update); el.addEventListener("change", update); });
   update();
-  }
-  find(100);
-})();
-</script>
-'''
+''')
 
 
 # %% ../nbs/viz.ipynb #356a39cf
@@ -290,18 +297,7 @@ def _caption(caption, setting)->str:
 
 # %% ../nbs/viz.ipynb #vz-ex-code
 # -- the explorer's script: read the three inputs, draw that map on the canvas, name the cell under the pointer
-_ATTN_JS = '''<script>
-(function () {
-  var me = document.currentScript;
-  function find(tries) {
-    // -- the explorer around this script; in JupyterLab it may be attached to the page a moment later
-    var root = (me && me.closest && me.closest(".tl-attn")) || document.getElementById("__UID__");
-    if (root) start(root); else if (tries > 0) setTimeout(function () { find(tries - 1); }, 50);
-  }
-  function start(root) {
-  if (root.dataset.ready) return;  // -- run once per explorer
-  root.dataset.ready = "1";
-  var d = JSON.parse(root.querySelector(".tla-data").textContent);
+_ATTN_JS = _kernel_free_script("explorer", "tl-attn", '''  var d = JSON.parse(root.querySelector(".tla-data").textContent);
   var canvas = root.querySelector("canvas"), ctx = canvas.getContext("2d");
   var cap = root.querySelector(".tla-caption"), hover = root.querySelector(".tla-hover");
   var inputs = Array.prototype.slice.call(root.querySelectorAll("input[data-axis]"));
@@ -340,11 +336,7 @@ _ATTN_JS = '''<script>
   });
   inputs.forEach(function (el) { el.addEventListener("input", update); el.addEventListener("change", update); });
   update();
-  }
-  find(100);
-})();
-</script>
-'''
+''')
 
 _SHOWN = {" ": "\u2423", "\n": "\u21b5", "\t": "\u21e5"}   # a space, a newline and a tab, drawn visibly
 
