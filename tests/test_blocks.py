@@ -1,5 +1,7 @@
 """Tests for transformer_lit.blocks: equality with torch's Transformer layers, the KV cache, causality, bad input."""
+import json
 import re
+from pathlib import Path
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
@@ -477,46 +479,15 @@ def test_decoder_block_names_memory_cache():
 
 
 # ---------------------------------------------------------------- the first forms of chapter 08 equal the shipped blocks
-class TinyEncoderBlock(nn.Module):
-    "Chapter 08's first form, word for word."
-    def __init__(self, d_model, n_heads, d_ff, norm_first=True):
-        super().__init__()
-        self.ln_1, self.attn = LayerNorm(d_model), MultiHeadAttention(d_model, n_heads)
-        self.ln_2, self.mlp = LayerNorm(d_model), FeedForward(d_model, d_ff)
-        self.norm_first = norm_first
+def _chapter_08_first_forms():
+    "The first forms chapter 08 shows (its cell `b08tiny1`), run from the notebook's own text: no copy to drift."
+    nb = json.loads((Path(__file__).resolve().parent.parent / "nbs" / "08_cross_attention.ipynb").read_text(encoding="utf-8"))
+    src = "".join(next(c["source"] for c in nb["cells"] if c.get("id") == "b08tiny1"))
+    ns = dict(nn=nn, LayerNorm=LayerNorm, MultiHeadAttention=MultiHeadAttention, FeedForward=FeedForward)
+    exec(compile(src, "08_cross_attention.ipynb#b08tiny1", "exec"), ns)
+    return ns["TinyEncoderBlock"], ns["TinyDecoderOnlyBlock"], ns["TinyDecoderBlock"]
 
-    def forward(self, x, mask=None, is_causal=False):
-        if self.norm_first:                                  # pre-norm: the stream itself is never normalised
-            x = x + self.attn(self.ln_1(x), mask=mask, is_causal=is_causal)
-            x = x + self.mlp(self.ln_2(x))
-        else:                                                # post-norm: normalise after each addition
-            x = self.ln_1(x + self.attn(x, mask=mask, is_causal=is_causal))
-            x = self.ln_2(x + self.mlp(x))
-        return x
-
-class TinyDecoderOnlyBlock(TinyEncoderBlock):
-    "GPT's block: the encoder block, called causally."
-    def forward(self, x): return super().forward(x, is_causal=True)
-
-class TinyDecoderBlock(nn.Module):
-    "Causal self-attention, cross-attention to the encoder's output (the memory), then the FFN."
-    def __init__(self, d_model, n_heads, d_ff, norm_first=True):
-        super().__init__()
-        self.ln_1, self.attn = LayerNorm(d_model), MultiHeadAttention(d_model, n_heads)
-        self.ln_2, self.cross = LayerNorm(d_model), MultiHeadAttention(d_model, n_heads)
-        self.ln_3, self.mlp = LayerNorm(d_model), FeedForward(d_model, d_ff)
-        self.norm_first = norm_first
-
-    def forward(self, x, memory, memory_mask=None):
-        if self.norm_first:
-            x = x + self.attn(self.ln_1(x), is_causal=True)
-            x = x + self.cross(self.ln_2(x), memory, mask=memory_mask)   # queries from x; keys, values from memory
-            x = x + self.mlp(self.ln_3(x))
-        else:
-            x = self.ln_1(x + self.attn(x, is_causal=True))
-            x = self.ln_2(x + self.cross(x, memory, mask=memory_mask))
-            x = self.ln_3(x + self.mlp(x))
-        return x
+TinyEncoderBlock, TinyDecoderOnlyBlock, TinyDecoderBlock = _chapter_08_first_forms()
 
 
 def tiny_state(block):
