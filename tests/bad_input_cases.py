@@ -1152,6 +1152,14 @@ for cname, make, gen in (("DecoderOnlyLM", lm, lambda m, **kw: m.generate(ids(),
     R(f"model.{cname}.new_cache.batch.without_max_len", NC + "batch", ValueError, ["batch=2", "max_len"], lambda make=make: make().new_cache(None, 2))
     R(f"model.{cname}.new_cache.dtype.int64", NC + "dtype", TypeError, ["dtype=torch.int64"], lambda make=make: make().new_cache(4, 1, torch.int64))
 
+R("model.DecoderOnlyLM.generate.compile_step.int", "decoding.lm_generate:compile_step", TypeError, ["compile_step=1", "bool"],
+  lambda: lm().generate(ids(), 2, compile_step=1))
+R("model.DecoderOnlyLM.generate.compile_step.without_static", "decoding.lm_generate:compile_step", ValueError, ["compile_step=True", "static_cache=True"],
+  lambda: lm().generate(ids(), 2, compile_step=True))
+R("model.DecoderOnlyLM.generate.compile_step.with_step", "decoding.lm_generate:compile_step", ValueError, ["compile_step=True", "step=None"],
+  lambda: lm().generate(ids(), 2, static_cache=True, compile_step=True, step=lm()))
+R("model.DecoderOnlyLM.generate.compile_step.training", "decoding.lm_generate:compile_step", ValueError, ["compile_step=True", "training=True"],
+  lambda: lm().train().generate(ids(), 2, static_cache=True, compile_step=True))
 # =====================================================================================================================
 # train
 # =====================================================================================================================

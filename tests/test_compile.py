@@ -138,6 +138,20 @@ def test_inductor_step_equals_eager():
             torch.testing.assert_close(step(x[:, t:t + 1], cache=cache_c), m(x[:, t:t + 1], cache=cache_e), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(cache_c.layers[0].k, cache_e.layers[0].k, rtol=1e-5, atol=1e-5)
 
+def test_compile_step_gives_the_same_tokens_and_skips_guards_after_the_first_step(monkeypatch):
+    "generate(compile_step=True) runs chapter 11's step compiled by inductor (C++ wrapper): eager's tokens, padded too; guards skipped from the second step on."
+    import transformer_lit.decoding as dec
+    torch.manual_seed(0)
+    m = DecoderOnlyLM(cfg(positional="rope", n_layers=1, dropout=0.0)).eval()   # grouped-query heads (G = 2 of 4)
+    prompt = ids(2, 5, seed=1)
+    keep = torch.tensor([[True] * 5, [False, False, True, True, True]])
+    skipped, real = [], dec._no_guards
+    monkeypatch.setattr(dec, "_no_guards", lambda: skipped.append(1) or real())
+    for mask in (None, keep):
+        ref = m.generate(prompt, 8, greedy=True, attention_mask=mask)
+        assert m.generate(prompt, 8, greedy=True, attention_mask=mask, static_cache=True, compile_step=True).equal(ref)
+    assert len(skipped) == 2 * 6                   # per call: step 0 is the prompt, step 1 checks every guard, steps 2..7 skip them
+
 # ---------------------------------------------------------------- no value is read on the host
 class NoHostReads(TorchDispatchMode):
     "Fail on every op that copies a tensor's value to Python (`.item()`, `int(t)`, `bool(t)`, `if t:`)."

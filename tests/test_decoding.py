@@ -383,8 +383,31 @@ def test_fast_decode_step_equals_forward(kw):
     assert torch.equal(m.generate(prompt, 30, temperature=0.8, top_k=10, generator=g()),
                        m.generate(prompt, 30, temperature=0.8, top_k=10, generator=g(), step=m))
 
+@pytest.mark.parametrize("kw", [dict(positional="learned", activation="gelu_tanh", scale_embeddings=False),
+                                dict(positional="sinusoidal"), dict(positional="none", final_norm=False),
+                                dict(positional="rope", norm="rms", activation="swiglu", n_kv_heads=2, bias=False),
+                                dict(positional="rope", n_kv_heads=1, rope_scaling={"rope_type": "dynamic", "factor": 2.0,
+                                                                                    "original_max_position_embeddings": 8})])
+def test_fast_decode_step_over_a_static_cache_equals_forward(kw):
+    "With a StaticCache (left-padded rows too) `_decode_step` gives forward's logits (float64), keeps the same record of real tokens, and generate the same tokens."
+    from transformer_lit.fast_decoding import _decode_step, _fast_path_ok
+    torch.manual_seed(0)
+    m = DecoderOnlyLM(TransformerConfig(vocab_size=50, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=64, dropout=0.0, **kw)).double().eval()
+    prompt = torch.randint(0, 50, (3, 5))
+    padded = torch.tensor([[0, 0, 1, 1, 1], [1] * 5, [0, 1, 1, 1, 1]])   # rows 0 and 2 left-padded
+    for mask in (None, padded):
+        fast, ref = m.new_cache(max_len=30, batch=3), m.new_cache(max_len=30, batch=3)
+        assert _fast_path_ok(m, prompt, fast)
+        m(prompt, cache=fast, attention_mask=mask); m(prompt, cache=ref, attention_mask=mask)
+        for tok in torch.randint(0, 50, (25, 3, 1)):                       # up to the last slot
+            torch.testing.assert_close(_decode_step(m, tok, fast), m(tok, cache=ref), rtol=0, atol=1e-12)
+        assert int(fast.pos) == int(ref.pos) == 30 and torch.equal(fast.keep, ref.keep) and torch.equal(fast.n_real, ref.n_real)
+        assert torch.equal(m.generate(prompt, 20, greedy=True, static_cache=True, attention_mask=mask),
+                           m.generate(prompt, 20, greedy=True, static_cache=True, attention_mask=mask, step=m))
+    assert torch.equal(m.generate(prompt, 20, greedy=True, static_cache=True), m.generate(prompt, 20, greedy=True))
+
 def test_fast_decode_step_is_taken_only_where_it_is_exact(monkeypatch):
-    "Training mode, ALiBi, post-norm, the math backend, hooks, padding and the static cache take forward for every token."
+    "Training mode, ALiBi, post-norm, the math backend, hooks and padding with a growing cache take forward for every token; a static cache (padded too) takes the fast step."
     import transformer_lit.fast_decoding as fd                            # chapter 11: generate loads the step from there
     calls = []
     real = fd._decode_step
@@ -401,8 +424,9 @@ def test_fast_decode_step_is_taken_only_where_it_is_exact(monkeypatch):
     calls.clear(); m.train(); m.generate(prompt, 6, greedy=True); m.eval(); assert not calls
     h = m.blocks[1].register_forward_hook(lambda *a: None)
     calls.clear(); m.generate(prompt, 6, greedy=True); h.remove(); assert not calls
-    calls.clear(); m.generate(prompt, 6, greedy=True, static_cache=True); assert not calls
     calls.clear(); m.generate(prompt, 6, greedy=True, attention_mask=torch.ones_like(prompt, dtype=torch.bool)); assert not calls
+    calls.clear(); m.generate(prompt, 6, greedy=True, static_cache=True); assert len(calls) == 5   # a static cache: the fast step
+    calls.clear(); m.generate(prompt, 6, greedy=True, static_cache=True, attention_mask=torch.ones_like(prompt)); assert len(calls) == 5
 
 
 # ---------------------------------------------------------------- chapter 10 and chapter 11's module

@@ -656,13 +656,11 @@ def bench_peer(config=None, # a TransformerConfig that saves as GPT-2; default d
             fns = {"ours": torch.no_grad()(lambda: ours(idx)), "transformers": torch.no_grad()(lambda: hf(input_ids=idx, use_cache=False).logits)}
             check = f"max abs logit diff {(fns['ours']() - fns['transformers']()).abs().max().item():.1e}"
         else:
-            step = None
-            if w == "generate-compiled":                            # the one-token step compiled (a static cache: fixed shapes)
-                torch.compiler.reset(); compiled = torch.compile(ours, fullgraph=True)
-                step = lambda x, **kw: (compiled if x.shape[1] == 1 else ours)(x, **kw)
-            fns = {"ours": lambda: ours.generate(prompt, new_tokens, greedy=True, static_cache=step is not None, step=step),
+            compiled = w == "generate-compiled"                     # chapter 11's one-token step compiled (a static cache: fixed shapes)
+            if compiled: torch.compiler.reset()                     # its first call compiles, and is reported apart
+            fns = {"ours": lambda: ours.generate(prompt, new_tokens, greedy=True, static_cache=compiled, compile_step=compiled),
                    "transformers": lambda: hf.generate(prompt, **gen)}
-            t = time.perf_counter(); a = fns["ours"](); compile_s = time.perf_counter() - t if step is not None else math.nan
+            t = time.perf_counter(); a = fns["ours"](); compile_s = time.perf_counter() - t if compiled else math.nan
             b = fns["transformers"]()
             if a.shape != b.shape or not torch.equal(a, b):
                 raise RuntimeError(f"greedy tokens differ between ours and transformers ({w}): {a.tolist()} vs {b.tolist()}")

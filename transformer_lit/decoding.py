@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_decoding.ipynb #af923e88
 from __future__ import annotations
-import importlib, math
+import contextlib, importlib, math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -125,10 +125,22 @@ def sample_next(logits: Tensor, # (B, V) scores for the next token
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)            # (B,)
 
 # %% ../nbs/10_decoding.ipynb #f2d0417e
-def _fast_step(model, idx):
-    "Chapter 11's decoding step without overhead where it computes what `forward` computes for this model and prompt, else None."
+def _fast_step(model, idx, cache):
+    "Chapter 11's decoding step without overhead where it computes what `forward` computes for this model, prompt and cache, else None."
     fd = _fast_decoding()                                                # imported on first use: chapter 11 builds on this module
-    return fd._decode_step if fd._fast_path_ok(model, idx) else None
+    return fd._decode_step if fd._fast_path_ok(model, idx, cache) else None
+
+def _compiled_step(model, fast):
+    "Chapter 11's compiled step, for a model and cache the fast step serves; raise otherwise."
+    if not fast: raise ValueError(f"compile_step=True needs a model chapter 11's fast step serves (evaluation mode, pre-norm, no ALiBi, "
+                                  f"stock blocks without hooks, SDPA as its backend); got {type(model).__name__} with "
+                                  f"training={model.training}, norm_first={model.config.norm_first}, positional={model.config.positional!r}, "
+                                  f"backend={model.config.backend!r}")
+    return _fast_decoding()._compiled_step()
+
+def _no_guards():
+    "Skip dynamo's guards: safe for steps 2.. of one call, whose inputs differ from step 1's only in values (chapter 11)."
+    return torch.compiler.set_stance(skip_guard_eval_unsafe=True)
 
 @torch.no_grad()
 def lm_generate(model: DecoderOnlyLM, # the model that generates
@@ -143,6 +155,7 @@ def lm_generate(model: DecoderOnlyLM, # the model that generates
                  pad_id: int|None=None, # written after a row's stop; default config.pad_id, else the first stop id
                  static_cache: bool=False, # with use_cache: a preallocated `StaticCache` of T0 + max_new_tokens slots (chapter 11)
                  step=None, # what runs each forward pass, called like the model; default the model, e.g. torch.compile(model, fullgraph=True) (chapter 11)
+                 compile_step: bool=False, # with static_cache: chapter 11's one-token step, compiled (the first compiled step checks dynamo's guards, later ones skip them)
                 ) -> Tensor: # (B, T0 + n), n <= max_new_tokens: it ends early when every row has stopped
     "Extend `idx` token by token; with or without the KV cache (growing or static), and padded or alone, the tokens are the same."
     if not hasattr(model, "blocks"): raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")   # chapter 09's model
@@ -157,15 +170,20 @@ def lm_generate(model: DecoderOnlyLM, # the model that generates
     if not isinstance(static_cache, bool): raise TypeError(f"static_cache={static_cache!r} must be a bool")
     if static_cache and not use_cache: raise ValueError("static_cache=True needs use_cache=True")
     if step is not None and not callable(step): raise TypeError(f"step={step!r} must be callable (like the model) or None")
+    if not isinstance(compile_step, bool): raise TypeError(f"compile_step={compile_step!r} must be a bool")
+    if compile_step and not (static_cache and use_cache and step is None):
+        raise ValueError("compile_step=True needs static_cache=True (fixed shapes) and step=None (it compiles chapter 11's step)")
     static = use_cache and static_cache
-    fast = step is None and use_cache and not static and keep is None and _fast_step(model, idx)   # chapter 11's step, or None
-    step = model if step is None else step
     cache = (model.new_cache(idx.shape[1] + max_new_tokens, idx.shape[0]) if static else model.new_cache()) if use_cache else None
+    fast = step is None and use_cache and (static or keep is None) and _fast_step(model, idx, cache)   # chapter 11's step, or None
+    if compile_step: fast = _compiled_step(model, fast)                 # chapter 11's step, compiled
+    step = model if step is None else step
     stop_t = torch.tensor(stops, dtype=idx.dtype, device=idx.device)
     done = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)   # (B,): rows that have stopped
     out, step_in = idx, idx                                              # step_in: what the next forward pass reads
     for t in range(max_new_tokens):
-        if fast and t: logits = fast(model, step_in, cache)[:, -1]         # one token, its inputs checked above: (B, V)
+        if fast and t:                                                   # one token, its inputs checked above: (B, V)
+            with _no_guards() if compile_step and t > 1 else contextlib.nullcontext(): logits = fast(model, step_in, cache)[:, -1]
         else:
             kw = {} if keep is None or (static and t) else dict(attention_mask=keep)  # a StaticCache keeps the prompt's padding
             logits = _check_step(step(step_in if use_cache else out, cache=cache, **kw), idx.shape[0], model.config.vocab_size)[:, -1]   # (B, V)

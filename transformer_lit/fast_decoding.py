@@ -20,8 +20,8 @@ from .model import DecoderOnlyLM
 __all__ = ['StaticCache']
 
 # %% ../nbs/11_fast_decoding.ipynb #p10faststep
-def _fast_path_ok(model, idx):
-    "Whether `_decode_step` computes what model(tok, cache=cache) computes for this model and prompt (checked once per call)."
+def _fast_path_ok(model, idx, cache=None):
+    "Whether `_decode_step` computes what model(tok, cache=cache) computes for this model, prompt and cache (checked once per call)."
     c, blocks = model.config, model.blocks
     stock = (type(model).forward is DecoderOnlyLM.forward and all(type(b) is DecoderOnlyBlock and
              type(b.self_attn.sublayer) is MultiHeadAttention and b.self_attn.sublayer.fused for b in blocks))
@@ -29,8 +29,11 @@ def _fast_path_ok(model, idx):
     if any(m._forward_hooks or m._forward_pre_hooks for m in model.modules()): return False
     w = model.lm_head.weight
     q = torch.empty(idx.shape[0], c.n_heads, 1, c.head_dim, dtype=w.dtype, device=w.device)     # a step's shapes
-    kv = torch.empty(idx.shape[0], c.kv_heads, idx.shape[1] + 1, c.head_dim, dtype=w.dtype, device=w.device)
-    return choose_backend(q, kv, kv, backend=c.backend) == "sdpa"
+    static = getattr(cache, "static", False)                           # a StaticCache: all its slots, and a mask (below)
+    L = cache.max_len if static else idx.shape[1] + 1
+    kv = torch.empty(idx.shape[0], c.kv_heads, L, c.head_dim, dtype=w.dtype, device=w.device)
+    mask = torch.ones(idx.shape[0], 1, 1, L, dtype=torch.bool, device=w.device) if static else None
+    return choose_backend(q, kv, kv, mask, backend=c.backend) == "sdpa"
 
 def _norm(norm, x):
     "A block's norm as torch's fused kernel (chapter 03's LayerNorm and RMSNorm compute the same function)."
@@ -47,22 +50,23 @@ def _ffn(ffn, x):
     return ffn(x)
 
 def _decode_step(model, idx, cache):
-    "Logits (B, 1, V) for one new token idx (B, 1) after a `DecoderCache`: `forward` for one token, arguments checked by the caller."
-    c, past = model.config, len(cache)
+    "Logits (B, 1, V) for one new token idx (B, 1) after a `DecoderCache` or a `StaticCache`: `forward` for one token, arguments checked by the caller."
+    c = model.config
+    past, positions, mask = (0, *cache._next_token()) if cache.static else (len(cache), None, None)   # static: see the StaticCache section
     x = F.embedding(idx, model.tok.weight)                              # (B, 1, d_model)
     if c.scale_embeddings: x = x * math.sqrt(c.d_model)
-    x = model.pos(x, offset=past)                                       # absolute positions; RoPE rotates q and k below
+    x = model.pos(x, offset=past, positions=positions)                  # absolute positions; RoPE rotates q and k below
     for block, kv in zip(model.blocks, cache.layers):
         attn = block.self_attn.sublayer
         q, k, v = _linear(attn.in_proj, _norm(block.self_attn.norm, x)).split(attn.qkv_widths, -1)   # (B, 1, H·D), (B, 1, G·D) x 2
         heads = (attn.n_heads, attn.n_kv_heads, attn.n_kv_heads)
         q, k, v = (t.view(x.shape[0], 1, n, attn.d_head).transpose(1, 2) for t, n in zip((q, k, v), heads))   # (B, H, 1, D), (B, G, 1, D) x 2
-        if attn.rotary is not None: q, k = _rotate(attn.rotary, q, k, past, None, True, True)
-        k, v = kv._append(k, v)                                         # (B, G, past + 1, D): written in place
+        if attn.rotary is not None: q, k = _rotate(attn.rotary, q, k, past, positions, True, True)
+        k, v = kv._append(k, v)                                         # (B, G, past + 1, D), static: (B, G, L, D); written in place
         if attn.n_kv_heads < attn.n_heads and not _SDPA_HAS_GQA:
             k, v = repeat_kv(k, attn.n_heads // attn.n_kv_heads), repeat_kv(v, attn.n_heads // attn.n_kv_heads)
         gqa = dict(enable_gqa=True) if attn.n_kv_heads < attn.n_heads and _SDPA_HAS_GQA else {}
-        o = F.scaled_dot_product_attention(q, k, v, **gqa)              # one query after every key: nothing to mask
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **gqa)   # one query after every key: nothing to mask (static: see below)
         x = x + _linear(attn.out_proj, o.transpose(1, 2).reshape(x.shape))   # merge heads (B, 1, d_model), project
         x = x + _ffn(block.ffn.sublayer, _norm(block.ffn.norm, x))      # (B, 1, d_model)
     h, s = _norm(model.norm, x), c.output_scale
@@ -104,6 +108,11 @@ class StaticCache:
         for c in self.cross:
             if c.k is not None: c.k, c.v = c.k[rows], c.v[rows]         # (N, G, S, D)
         self.keep.copy_(self.keep.index_select(0, rows)); self.n_real.copy_(self.n_real.index_select(0, rows))
+    def _next_token(self):
+        "Record one real token per row at slot pos (chapter 11's step); return its positions (B, 1) and the mask (B, 1, 1, L) of the slots it sees."
+        positions = self.n_real[:, None].clone()                        # (B, 1): each row's next position (a copy: n_real moves on)
+        self.keep.index_fill_(1, self.pos.view(1), True); self.n_real.add_(1)
+        return positions, self.keep[:, None, None, :]                    # written, real slots: the new one included
     def _record(self, idx: Tensor, attention_mask, max_len: int, dtype, name: str="idx"):
         "Record the new tokens in `self` (their slots, padding and positions); return (mask (B, 1, T, L), positions (B, T), slots (T,))."
         B, T = idx.shape
@@ -125,3 +134,11 @@ class StaticCache:
         mask = (j[None, :] <= slots[:, None]) & self.keep[:, None, None, :]               # (B, 1, T, L): causal, real, written
         return mask, positions, slots
 
+
+# %% ../nbs/11_fast_decoding.ipynb #d11cstep
+_COMPILED_STEP = []                                                     # made on first use: one per process
+
+def _compiled_step():
+    "`_decode_step` compiled by Inductor (fullgraph, C++ wrapper): what `generate(static_cache=True, compile_step=True)` runs."
+    if not _COMPILED_STEP: _COMPILED_STEP.append(torch.compile(_decode_step, fullgraph=True, options={"cpp_wrapper": True}))
+    return _COMPILED_STEP[0]

@@ -209,6 +209,9 @@ class StaticKVCache:
     def append(self, k: torch.Tensor, v: torch.Tensor): # new keys/values (B, G, t, D)
         "Write `k`, `v` into slots pos .. pos+t-1 in place, advance pos by t, and return the whole buffers (B, G, max_len, D)."
         _check_kv_static(k, v, self.k, self.pos)
+        return self._append(k, v)
+    def _append(self, k, v):
+        "`append` without the checks (chapter 11's decoding step, whose inputs were checked once per `generate` call)."
         slots = self.pos + torch.arange(k.shape[-2], device=self.pos.device)    # (t,)
         self.k.index_copy_(2, slots, k); self.v.index_copy_(2, slots, v)   # in place: the buffers keep their shape
         self.pos.add_(k.shape[-2])
