@@ -123,6 +123,13 @@ def test_peer_same_weights_same_numbers():
     with pytest.raises(ValueError, match=r"prompt_len=60 plus new_tokens=7 must be <= config.max_len=64"):
         bench.bench_peer(cfg, seq_len=8, prompt_len=60, new_tokens=7)
 
+def test_peer_compiled_generation_gives_the_same_tokens():
+    "The generate-compiled workload runs generate(compile_step=True) (Inductor, once) and checks its tokens against transformers'."
+    pytest.importorskip("transformers")
+    cfg = bench._peer_config(vocab_size=97, d_model=32, n_layers=2, n_heads=4, max_len=64)
+    (row,) = bench.bench_peer(cfg, seq_len=8, prompt_len=5, new_tokens=6, workloads=("generate-compiled",), repeats=1, warmup=0)
+    assert row["workload"] == "generate-compiled" and row["check"] == "6 tokens identical" and row["compile_s"] > 0
+
 def test_cli_main_writes_table_json_and_plot(tmp_path):
     rows = main(["--seq-lens", "16", "32", "--heads", "1", "--head-dim", "8", "--backends", "sdpa", "flash", "math",
                  "--repeats", "1", "--no-progress", "--out", str(tmp_path), "--backward", "--causal"])
