@@ -496,6 +496,14 @@ def world() -> tuple: # (rank, world_size); (0, 1) without torch.distributed
     if dist.is_available() and dist.is_initialized(): return dist.get_rank(), dist.get_world_size()
     return 0, 1
 
+def _distinct_draws(n: int, k: int, g: torch.Generator) -> Tensor: # (k,)
+    "k distinct indices, uniform without replacement like `randperm(n)[:k]`, drawn by rejection: O(k) work, not O(n)."
+    out, seen = [], set()
+    while len(out) < k:
+        for i in torch.randint(n, (k,), generator=g).tolist():
+            if i not in seen and len(out) < k: seen.add(i); out.append(i)
+    return torch.tensor(out)
+
 def batch_indices(n: int, # examples in the data set
                   batch_size: int, # global batch size
                   step: int, seed: int=0,
@@ -508,7 +516,8 @@ def batch_indices(n: int, # examples in the data set
     if batch_size > n: raise ValueError(f"batch_size={batch_size} must be <= the number of examples ({n})")
     if batch_size % world_size: raise ValueError(f"batch_size={batch_size} must be divisible by world_size={world_size}")
     g = torch.Generator().manual_seed(seed * 1_000_003 + step)
-    idx = torch.randperm(n, generator=g)[:batch_size]                  # the global batch, the same on every rank
+    if n <= 2 ** 20: idx = torch.randperm(n, generator=g)[:batch_size]  # the global batch, the same on every rank
+    else: idx = _distinct_draws(n, batch_size, g)                      # a permutation of n would cost O(n) per step
     return idx.chunk(world_size)[rank]                                 # contiguous slices: rank r gets slice r
 
 def step_seed(seed: int, step: int, rank: int=0, micro: int=0) -> int:

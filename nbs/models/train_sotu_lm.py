@@ -95,6 +95,101 @@ def measure(model_fn, data, cfg, steps, rounds=3):
         out["loop"].append(1e3 * (time.perf_counter() - t) / steps)
     return out
 
+
+# -- what the shipped model does with its context: computed from the shipped files, stored in training.json --------
+BINS = ((0, 1), (1, 2), (2, 4), (4, 8), (8, 16), (16, 32), (32, 64), (64, 128), (128, 256))
+REPEAT_LEN, REPEAT_N = 100, 24          # held-out passages of this many characters, each written twice
+
+def load(out: Path):
+    "(our model in float64, the vocabulary, the held-out token ids)."
+    from transformer_lit.checkpoints import from_pretrained
+    tok = json.loads((out / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+    vocab = Vocab(sorted(tok, key=tok.get), specials=False)
+    model = from_pretrained(out, dtype=torch.float64).eval()
+    return model, vocab, torch.tensor(vocab.encode((out / "heldout.txt").read_text(encoding="utf-8")))
+
+@torch.no_grad()
+def position_losses(model, ids: torch.Tensor, block: int) -> torch.Tensor: # (windows, block)
+    "Next-token loss at every position of the non-overlapping `block`-token windows of `ids`."
+    n = (len(ids) - 1) // block
+    x = ids[: n * block + 1]
+    inp, tgt = x[:-1].view(n, block), x[1:].view(n, block)                 # (n, block) each
+    rows = [F.cross_entropy(model(i[None])[0], t, reduction="none") for i, t in zip(inp.split(16), tgt.split(16)) for i, t in zip(i, t)]
+    return torch.stack(rows)
+
+def repeat_passages(ids: torch.Tensor, n: int=REPEAT_N, length: int=REPEAT_LEN) -> torch.Tensor: # (n, 2·length)
+    "`n` held-out passages of `length` tokens, evenly spaced through the text, each written twice."
+    starts = torch.linspace(0, len(ids) - length - 1, n).long()
+    p = torch.stack([ids[s: s + length] for s in starts])                 # (n, length)
+    return torch.cat([p, p], 1)
+
+@torch.no_grad()
+def copy_losses(model, x: torch.Tensor) -> tuple: # (first, second): mean loss per character on each copy
+    "Loss on the first and the second copy of passages written twice (each copy's first character excluded)."
+    L = x.shape[1] // 2
+    nll = F.cross_entropy(model(x[:, :-1]).transpose(1, 2), x[:, 1:], reduction="none")   # (n, 2L-1): loss of token t+1
+    return nll[:, : L - 1].mean().item(), nll[:, L:].mean().item()
+
+def head_output_zeroed(model, layer: int, head: int):
+    "A hook handle that zeroes one head's output (its slice of the merged heads, before W_O) in one layer."
+    mha = model.blocks[layer].self_attn.sublayer
+    D = mha.out_proj.in_features // model.config.n_heads
+    def hook(module, args):
+        x = args[0].clone(); x[..., head * D: (head + 1) * D] = 0
+        return (x,)
+    return mha.out_proj.register_forward_pre_hook(hook)
+
+def eager_attentions(out: Path, x: torch.Tensor) -> torch.Tensor: # (B, layers, H, T, T)
+    "Every head's attention weights, from transformers' eager LLaMA: a reference apart from the course's code."
+    from transformers import AutoModelForCausalLM
+    ref = AutoModelForCausalLM.from_pretrained(out, attn_implementation="eager", dtype=torch.float64).eval()
+    with torch.no_grad(): return torch.stack(ref(x, output_attentions=True).attentions, 1)
+
+def head_scores(att: torch.Tensor, L: int) -> tuple: # (induction (layers, H), even head's induction score)
+    "Induction score (Olsson et al. 2022): the mean weight a token of the second copy puts on the token that followed its first occurrence."
+    ind = att.diagonal(-(L - 1), -2, -1)[..., 1:].mean((0, -1))          # query L+i -> key i+1, i = 0 .. L-2
+    even = sum(1 / (t + 1) for t in range(L + 1, 2 * L)) / (L - 1)        # a head that spreads its weight evenly
+    return ind, even
+
+@torch.no_grad()
+def sample(model, vocab, prompt: str, n: int, temperature: float, seed: int) -> str:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.tensor([vocab.encode(prompt)])
+    for _ in range(n):
+        p = F.softmax(model(x[:, -model.config.max_len:])[0, -1] / temperature, -1)
+        x = torch.cat([x, torch.multinomial(p, 1, generator=g)[None]], 1)
+    return vocab.decode(x[0, len(prompt):].tolist())
+
+def analyse(out: Path) -> dict:
+    model, vocab, ids = load(out)
+    block = model.config.max_len
+    pl = position_losses(model, ids, block)                               # (windows, block)
+    by_pos = {(f"{a}" if b == a + 1 else f"{a}-{b - 1}"): pl[:, a:b].mean().item() for a, b in BINS if b <= block}
+    diff = pl[:, 16:32].mean(1) - pl[:, 128:].mean(1)                     # per window: mid minus late
+    x = repeat_passages(ids)
+    first, second = copy_losses(model, x)
+    att = eager_attentions(out, x)
+    ind, even = head_scores(att, REPEAT_LEN)
+    windows = ids[: 16 * block + 1][:-1].view(16, block)
+    prev = eager_attentions(out, windows).diagonal(-1, -2, -1).mean((0, -1))   # (layers, H): weight on t-1
+    il, ih = divmod(int(ind.argmax()), ind.shape[1]); pl_, ph = divmod(int(prev.argmax()), prev.shape[1])
+    h = head_output_zeroed(model, il, ih)
+    try: ablated = copy_losses(model, x)[1]
+    finally: h.remove()
+    ablations = []
+    for l in range(len(model.blocks)):
+        for hd in range(model.config.n_heads):
+            h = head_output_zeroed(model, l, hd)
+            try: ablations.append(copy_losses(model, x)[1])
+            finally: h.remove()
+    prompt = "The state of the Union is"
+    return dict(heldout_loss=pl.mean().item(), by_position=by_pos, late=pl[:, 128:].mean().item(), mid=pl[:, 16:32].mean().item(),
+                diff_se=(diff.std() / len(diff) ** 0.5).item(), windows=len(diff), rep_len=REPEAT_LEN, rep_n=REPEAT_N,
+                rep_first=first, rep_second=second, induction_scores=ind.tolist(), induction_even=even,
+                induction_head=[il, ih], induction_score=ind.max().item(), ablated_second=ablated,
+                ablated_second_all=ablations, prev_scores=prev.tolist(), prev_head=[pl_, ph], prev_score=prev.max().item(),
+                sample_seed=0, prompt=prompt, sample=sample(model, vocab, prompt, 400, 0.8, 0))
+
 CARD = """# sotu-char-llama
 
 A small LLaMA-style language model that the course trained itself, one character per token, on two centuries of the
@@ -192,6 +287,19 @@ def write_card(out: Path):
         parameters_m=meta["parameters"] / 1e6, tokens_m=meta["steps"] * meta["batch_size"] * meta["block_size"] / 1e6)
     (out / "README.md").write_text(text, encoding="utf-8")
 
+def plot_curve(out: Path, meta: dict):
+    "training_curve.png: batch and held-out loss, and the loss on a passage's second copy against its first."
+    import matplotlib; matplotlib.use("Agg"); import matplotlib.pyplot as plt
+    h = meta["history"]
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.4))
+    ax.plot(h["step"], h["loss"], lw=0.5, alpha=0.6, label="training batch")
+    ax.plot(h["val_step"], h["val_loss"], "o-", ms=2, label="held-out (2017-2021)")
+    ax.set(xlabel="optimizer step", ylabel="nats / character", title="sotu-char-llama: loss", ylim=(0.8, 3.5)); ax.legend()
+    bx.plot(h["val_step"], h["repeat_first"], "o-", ms=2, label="first copy")
+    bx.plot(h["val_step"], h["repeat_second"], "o-", ms=2, label="second copy")
+    bx.set(xlabel="optimizer step", ylabel="nats / character", title="a held-out passage written twice"); bx.legend()
+    fig.tight_layout(); fig.savefig(out / "training_curve.png", dpi=100, metadata={"Software": None}); plt.close(fig)
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="nbs/models/sotu-char-llama")
@@ -206,9 +314,13 @@ def main(argv=None):
     p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto", help="auto: bf16 where the CPU has bfloat16 units")
     p.add_argument("--measure", type=int, default=20, help="steps per round of the train-vs-loop timing (0: skip)")
     p.add_argument("--card", action="store_true", help="only rewrite README.md from training.json")
+    p.add_argument("--analyse", action="store_true", help="measure the shipped model (float64), store it in training.json, write the card")
     a = p.parse_args(argv)
     out = Path(a.out)
     if a.card: return write_card(out)
+    if a.analyse:
+        meta = json.loads((out / "training.json").read_text()); meta["analysis"] = analyse(out)
+        (out / "training.json").write_text(json.dumps(meta, indent=1)); plot_curve(out, meta); return write_card(out)
     torch.manual_seed(a.seed)
     train_text, held_text, held, n_docs = corpus(fetch())
     chars = sorted(set(train_text + held_text))
@@ -259,7 +371,8 @@ def main(argv=None):
                 measure=json.loads(timing.read_text()) if timing.exists() else None,
                 history={k: v for k, v in hist.items() if k != "bytes"})
     (out / "training.json").write_text(json.dumps(meta, indent=1))
-    print(f"{steps} steps in {wall / 60:.1f} min; saved to {out}; now run analyse_sotu_lm.py", flush=True)
+    print(f"{steps} steps in {wall / 60:.1f} min; saved to {out}; analysing", flush=True)
+    main(["--out", str(out), "--analyse"])
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).parent))
