@@ -66,6 +66,11 @@ def test_heldout_loss_is_the_stated_one():
     assert abs(loss - stated) <= 0.0005 + 1e-9
     assert loss < math.log(len(chars())) - 2                                          # far below a uniform guess (ln V)
 
+def test_the_card_is_what_the_training_script_writes():
+    "One source for the card: README.md is exactly the text the script generates from training.json and the shipped files."
+    m = script()
+    assert (MODEL / "README.md").read_text(encoding="utf-8") == m.readme_text(MODEL, meta(), from_pretrained(MODEL).config, chars())
+
 @pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="pydoc_data.topics changes between Python versions")
 def test_heldout_split_is_the_recipe_and_unseen():
     m = script()

@@ -313,6 +313,7 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto", help="auto: bf16 where the CPU has bfloat16 units")
     p.add_argument("--measure", type=int, default=20, help="steps per round of the train-vs-loop timing (0: skip)")
+    p.add_argument("--measure-only", action="store_true", help="only time train() against the minimal loop, store it in training.json, rewrite the card")
     p.add_argument("--card", action="store_true", help="only rewrite README.md from training.json")
     p.add_argument("--analyse", action="store_true", help="measure the shipped model (float64), store it in training.json, write the card")
     a = p.parse_args(argv)
@@ -336,9 +337,12 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     ckpt = Path(str(out) + ".train.pt")                                      # resumable; never shipped (*.pt is ignored)
     timing = Path(str(out) + ".measure.json")
-    if a.measure and not timing.exists():
+    if a.measure and (a.measure_only or not timing.exists()):
         res = measure(lambda: DecoderOnlyLM(config), data, cfg, a.measure)
         timing.write_text(json.dumps(dict(steps=a.measure, **res))); print("ms/step", res, flush=True)
+    if a.measure_only:
+        meta = json.loads((out / "training.json").read_text()); meta["measure"] = json.loads(timing.read_text())
+        (out / "training.json").write_text(json.dumps(meta, indent=1)); return write_card(out)
     rep = enc(held_text[1000:1100])                                           # a held-out passage, written twice at each evaluation
     t0 = time.time()
     seg = json.loads(Path(str(out) + ".wall.json").read_text()) if ckpt.exists() and Path(str(out) + ".wall.json").exists() else {"wall": 0}
