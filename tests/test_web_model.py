@@ -30,7 +30,7 @@ import pytest
 import torch
 
 from transformer_lit.browser import (FORMATS, JS_FILE, browser_tensors, char_vocab, dequantise, export, quantise,
-                                     restored_model, run_in_chromium, serve, unsupported, widget_html, CHROMIUM_ARGS)
+                                     restored_model, run_in_browser, serve, unsupported, widget_html, CHROMIUM_ARGS)
 from transformer_lit.checkpoints import from_pretrained, save_pretrained
 from transformer_lit.model import DecoderOnlyLM, TransformerConfig
 
@@ -42,7 +42,7 @@ UNIT = {"float16": 2.0 ** -11, "int8": 1 / 254}         # the largest relative c
 F32_VS_F64 = 1e-4                                      # float32 arithmetic against float64 on the same weights (× max|logit|)
 F32_VS_F32 = 2e-4                                      # ... against PyTorch's float32 (both round)
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("one_thread")]   # tiny models: one torch thread
 
 
 def on_ci():
@@ -92,7 +92,11 @@ def test_logits_and_greedy_in_chromium(lm, chars):
     require_browser()
     man = json.loads((WEB / "manifest.json").read_text(encoding="utf-8"))
     ps, n_new = prompts(chars), 64
-    r = run_in_chromium(WEB, ps, n_new=n_new)
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try: r = run_in_browser(browser, WEB, ps, n_new=n_new)
+        finally: browser.close()
     stored = restored_model(lm, stored_tensors(WEB))                    # float64, the page's weights
     exact = restored_model(lm, browser_tensors(lm))                      # float64, the original weights
     u = UNIT[man["format"]]
@@ -126,9 +130,10 @@ def test_logits_and_greedy_in_chromium(lm, chars):
           f"{r['cores']} cores (headless Chromium; a shared machine: not asserted)")
 
 
-def test_widget_in_chromium():
+def test_widget_in_chromium(monkeypatch):
     "The widget at phone width: light until pressed, then distribution, steps and heads, every control labelled."
     require_browser()
+    monkeypatch.chdir(ROOT / "nbs")                                       # the widget's paths are the notebook's (and the page's)
     from playwright.sync_api import sync_playwright
     page_html = f'<!doctype html><meta charset="utf-8"><meta name="viewport" content="width=device-width">' \
                 f'<body>{widget_html("models/pydoc-char-llama", prompt="A *mapping* object maps")}</body>'
@@ -146,7 +151,12 @@ def test_widget_in_chromium():
             assert page.evaluate("document.activeElement.className") == "tlw-load"
             page.keyboard.press("Enter")
             page.wait_for_selector(".tl-web[data-state=ready]", timeout=60_000)
-            page.wait_for_function("document.querySelectorAll('.tlw-bars li').length == 10", timeout=60_000)
+            page.wait_for_function("document.querySelectorAll('.tlw-bars li').length >= 1", timeout=60_000)
+            assert len(page.query_selector_all(".tlw-bars li")) <= 10
+            page.focus(".tlw-topp"); page.keyboard.press("End")                          # top-p = 1: nothing filtered, ten bars
+            assert page.inner_text(".tlw-toppv") == "1.00" and len(page.query_selector_all(".tlw-bars li")) == 10
+            shown = page.evaluate("Array.from(document.querySelectorAll('.tlw-p')).map(e => parseFloat(e.textContent))")
+            assert shown == sorted(shown, reverse=True) and 0 < sum(shown) <= 100.5
             n0 = int(page.get_attribute(".tl-web", "data-length"))
             page.focus(".tlw-step"); page.keyboard.press("Enter")
             page.wait_for_function(f"+document.querySelector('.tl-web').dataset.length == {n0 + 1}", timeout=30_000)
@@ -246,8 +256,6 @@ def test_bad_arguments(tmp_path):
         f"error: model_dir={str(tmp_path / 'nowhere')!r} is not a directory (a checkpoint directory from save_pretrained)"
     r = run("export", str(MODEL), "--format", "int4")
     assert r.returncode == 2 and "argument --format: invalid choice: 'int4' (choose from float16, int8)" in r.stderr.replace("'float16', 'int8'", "float16, int8")
-    r = run()
-    assert r.returncode == 2 and "the following arguments are required: command" in r.stderr
 
 
 def _checkpoint(path, config):
