@@ -137,7 +137,9 @@ def test_widget_in_chromium(monkeypatch):
     from playwright.sync_api import sync_playwright
     page_html = f'<!doctype html><meta charset="utf-8"><meta name="viewport" content="width=device-width">' \
                 f'<body>{widget_html("models/pydoc-char-llama", prompt="A *mapping* object maps")}</body>'
-    with serve(ROOT / "nbs", {"/w.html": page_html}) as base, sync_playwright() as p:
+    small = f'<!doctype html><meta charset="utf-8"><meta name="viewport" content="width=device-width">' \
+            f'<body>{widget_html("models/pydoc-char-llama", prompt="Return a ", compact=True)}</body>'
+    with serve(ROOT / "nbs", {"/w.html": page_html, "/small.html": small}) as base, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 390, "height": 800})
@@ -169,6 +171,15 @@ def test_widget_in_chromium(monkeypatch):
                                           .filter(e => !e.labels || !e.labels.length).map(e => e.className)""")
             assert unlabelled == []
             assert page.evaluate("document.documentElement.scrollWidth") <= 390                # no sideways scrolling on a phone
+            # -- the small version (the front page's): no head controls, the same distribution and steps
+            page.goto(base + "/small.html")
+            page.click(".tlw-load")
+            page.wait_for_function("document.querySelectorAll('.tlw-bars li').length >= 1", timeout=60_000)
+            assert page.query_selector(".tlw-layer") is None
+            n0 = int(page.get_attribute(".tl-web", "data-length"))
+            page.click(".tlw-step")
+            page.wait_for_function(f"+document.querySelector('.tl-web').dataset.length == {n0 + 1}", timeout=30_000)
+            assert page.evaluate("document.documentElement.scrollWidth") <= 390
             assert errors == []
         finally:
             browser.close()

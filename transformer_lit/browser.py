@@ -265,7 +265,7 @@ def run_in_browser(browser, # a launched Playwright browser (the caller imports 
             return page.evaluate(_CHECK_JS, [prompts, n_new, n_speed])
         finally: page.close()
 
-# %% ../nbs/appendix_browser.ipynb #1d341078
+# %% ../nbs/appendix_browser.ipynb #7054ee15
 _WIDGET_JS = r"""(function () {
   var me = document.currentScript;
   function find(tries) {
@@ -280,7 +280,7 @@ _WIDGET_JS = r"""(function () {
   // -- where the files are: the anchors' resolved href (a site: relative to the page; JupyterLab rewrites them to /files/)
   function url(c) { return $(c).href; }
   var status = $("status"), M = null, index = {}, worker = null, ids = [], nPrompt = 0, attn = [], logits = null;
-  var running = false, waiting = false, query = -1, tStart = 0, nSteps = 0;
+  var running = false, waiting = false, query = -1, tStart = 0, nSteps = 0, full = !!$("layer");   // compact: no head controls
   function say(s) { status.textContent = s; }
   function show(c) { return c === " " ? "\u2423" : c === "\n" ? "\u21b5" : c === "\t" ? "\u21e5" : c; }
   $("load").addEventListener("click", function () {
@@ -301,9 +301,11 @@ _WIDGET_JS = r"""(function () {
     if (m.error) { say("Error: " + m.error); waiting = running = false; syncButtons(); return; }
     if (m.ready) {
       M = m.manifest; M.vocab.forEach(function (c, i) { index[c] = i; });
-      var c = M.config, ls = $("layer"), hs = $("head");
-      for (var l = 0; l < c.n_layers; l++) ls.add(new Option("layer " + l, l));
-      ls.value = bestHead()[0]; fillHeads(); hs.value = bestHead()[1];
+      if (full) {
+        var ls = $("layer");
+        for (var l = 0; l < M.config.n_layers; l++) ls.add(new Option("layer " + l, l));
+        ls.value = bestHead()[0]; fillHeads(); $("head").value = bestHead()[1];
+      }
       $("main").hidden = false; $("load").hidden = true; root.dataset.state = "ready";
       reset(); return;
     }
@@ -369,7 +371,8 @@ _WIDGET_JS = r"""(function () {
       bars.appendChild(li);
     });
     // -- the text so far, shaded by where the chosen head looks from the chosen character
-    var l = +$("layer").value, h = +$("head").value, q = Math.min(Math.max(query, 0), attn.length - 1), row = attn[q][l][h];
+    var b = bestHead(), l = full ? +$("layer").value : b[0], h = full ? +$("head").value : b[1];
+    var q = Math.min(Math.max(query, 0), attn.length - 1), row = attn[q][l][h];
     var txt = $("text"); txt.innerHTML = "";
     for (var j = 0; j < ids.length; j++) {
       var sp = document.createElement("span"), w = j <= q ? row[j] : 0;
@@ -381,6 +384,7 @@ _WIDGET_JS = r"""(function () {
       sp.dataset.pos = j;
       txt.appendChild(sp);
     }
+    if (!full) return;
     var qs = $("query"); qs.max = attn.length - 1; qs.value = q;
     var top = 0; for (j = 1; j <= q; j++) if (row[j] > row[top]) top = j;
     $("qv").textContent = "character " + q + " \u201c" + show(M.vocab[ids[q]]) + "\u201d; most weight (" + row[top].toFixed(2) +
@@ -393,9 +397,11 @@ _WIDGET_JS = r"""(function () {
   $("step").addEventListener("click", function () { nSteps = 0; tStart = Date.now(); next(); });
   $("run").addEventListener("click", function () { running = !running; syncButtons(); if (running) { nSteps = 0; tStart = Date.now(); next(); } });
   $("reset").addEventListener("click", reset);
-  $("layer").addEventListener("change", function () { fillHeads(); render(); });
-  $("head").addEventListener("change", render);
-  $("query").addEventListener("input", function () { query = +$("query").value; render(); });
+  if (full) {
+    $("layer").addEventListener("change", function () { fillHeads(); render(); });
+    $("head").addEventListener("change", render);
+    $("query").addEventListener("input", function () { query = +$("query").value; render(); });
+  }
   $("text").addEventListener("click", function (e) { if (e.target.dataset.pos) { query = +e.target.dataset.pos; render(); } });
   ["temp", "topp"].forEach(function (c) { $(c).addEventListener("input", render); });
   render();
@@ -403,7 +409,7 @@ _WIDGET_JS = r"""(function () {
   find(100);
 })();"""
 
-# %% ../nbs/appendix_browser.ipynb #a4771885
+# %% ../nbs/appendix_browser.ipynb #11332248
 _WIDGET_CSS = """<style>
 .tl-web { font: 14px/1.4 system-ui, sans-serif; max-width: 46rem; border: 1px solid #ccc; border-radius: 6px; padding: .6rem; box-sizing: border-box; }
 .tl-web * { box-sizing: border-box; }
@@ -459,7 +465,7 @@ tl_model.js in your browser. <button type="button" class="tlw-load">Load the mod
     <span><label for="{uid}-tp">Top-p</label> <input id="{uid}-tp" class="tlw-topp" type="range" min="0.05" max="1" step="0.05" value="0.95"> <output class="tlw-toppv"></output></span></div>
   <div class="tlw-small">The next character: the ten most likely after temperature and top-p</div>
   <ol class="tlw-bars" aria-label="next-character probabilities"></ol>
-  <div class="tlw-small">The text so far (generated characters dotted), shaded by the attention of the chosen head{'' if compact else ' (tap a character to look from it)'}</div>
+  <div class="tlw-small">The text so far (generated characters dotted), shaded by the attention of {'its clearest previous-token head from the last character' if compact else 'the chosen head from the outlined character (tap a character to look from it)'}</div>
   <div class="tlw-text" aria-label="the text so far"></div>{attn}
 </div>
 <p class="tlw-small tlw-status" role="status" aria-live="polite"></p>
