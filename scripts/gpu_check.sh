@@ -38,11 +38,11 @@ limit="${CHECK_TIMEOUT:-450}"
 if [ "$limit" -gt 500 ]; then echo "CHECK_TIMEOUT=$limit must be at most 500 seconds" >&2; exit 2; fi
 out="${OUT:-gpu_check_out}"
 mkdir -p "$out"
-echo "gpu_check: writing to $out (time limit ${limit} s)"
+echo "gpu_check: writing to $out (time limit ${limit} s)" | tee "$out/gpu_check.log"
 # TERM at the limit, KILL 10 s later; the reports in $out were written as the check went
 set +e
-timeout -k 10 "$limit" "$PY" -m transformer_lit.gpu_check check --out "$out" "$@" 2>&1 | tee "$out/gpu_check.log"
+timeout -k 10 "$limit" "$PY" -m transformer_lit.gpu_check check --out "$out" "$@" 2>&1 | tee -a "$out/gpu_check.log"
 rc=${PIPESTATUS[0]}
 set -e
-if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then echo "gpu_check: stopped after ${limit} s; $out keeps what was measured"; fi
+if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then echo "gpu_check: stopped after ${limit} s; $out keeps what was measured" | tee -a "$out/gpu_check.log"; fi
 exit "$rc"

@@ -279,10 +279,12 @@ def _alarm(seconds):
         if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
             yield; return
         def fire(signum, frame): raise PhaseTimeout()
-        old = signal.signal(signal.SIGALRM, fire)
-        signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
+        old, t = signal.signal(signal.SIGALRM, fire), time.time()
+        old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
         try: yield
-        finally: signal.setitimer(signal.ITIMER_REAL, 0); signal.signal(signal.SIGALRM, old)
+        finally:                                                     # put back the handler, and an alarm someone else had set
+            signal.setitimer(signal.ITIMER_REAL, 0); signal.signal(signal.SIGALRM, old)
+            if old_delay: signal.setitimer(signal.ITIMER_REAL, max(old_delay - (time.time() - t), 0.001), old_interval)
     return ctx()
 
 def _run_phase(report, name, fn, deadline, save, log):
