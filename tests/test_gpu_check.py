@@ -318,7 +318,7 @@ def test_a_tuned_tile_that_fails_its_recheck_is_neither_used_nor_saved(monkeypat
         rows = real(*a, config=config, **kw)
         return rows if config is None else [dict(r, ok=False) for r in rows]
     monkeypatch.setattr(ft, "compare_with_reference", tuned_tiles_fail)
-    rep = gc.run_check(dry_run=True, out_dir=tmp_path, log=lambda line: None, phase_s=FAST)
+    rep = gc.run_check(dry_run=True, out_dir=tmp_path, log=lambda line: None, budget_s=1500, phase_s=dict(FAST, correctness=600, tuning=600))
     assert [t["rechecked"] for t in rep["tuned"]] == [False, False] and ft.TUNED_CONFIGS == {}
     assert not rep["ok"] and not rep["correctness_ok"] and rep["phases"]["tuning"]["status"] == "done"
     saved = json.loads((tmp_path / "gpu_tuning.json").read_text())
@@ -340,7 +340,9 @@ def test_gpu_check_script_dry_run(tmp_path, fresh_tuning, monkeypatch):
     "scripts/gpu_check.sh --dry-run into $OUT: every phase done, the files there, the table last; the tiles saved are the ones read back."
     out = tmp_path / "out"
     env = {**os.environ, "PYTHON": sys.executable, "MPLBACKEND": "Agg", "OUT": str(out)}
-    r = subprocess.run(["bash", "scripts/gpu_check.sh", "--dry-run"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    slow_cpu = ["--budget", "1500", "--phase", "correctness=300", "--phase", "compile=300", "--phase", "tuning=300"]   # a loaded CPU
+    r = subprocess.run(["bash", "scripts/gpu_check.sh", "--dry-run", *slow_cpu], capture_output=True, text=True, env=env, cwd=ROOT,
+                       timeout=1500)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert sorted(p.name for p in out.iterdir()) == ["flash_triton.json", "flash_triton.md", "gpu_check.log", "gpu_tuning.json"]
     assert (out / "gpu_check.log").read_text() == r.stdout

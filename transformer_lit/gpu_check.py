@@ -265,7 +265,7 @@ def _write(path, text):
 
 # %% ../nbs/appendix_gpu_check.ipynb #9c0a1004
 PHASES = ("environment", "correctness", "compile", "tuning", "timing")
-PHASE_S = dict(environment=20, correctness=110, compile=30, tuning=50, timing=None)  # seconds each; None: what is left of the budget
+PHASE_S = dict(environment=20, correctness=100, compile=25, tuning=60, timing=None)  # seconds each; None: what is left of the budget
 GRACE_S = 15.0    # seconds past its deadline before a phase that has not stopped by itself is interrupted
 
 class PhaseTimeout(BaseException):
