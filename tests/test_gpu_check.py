@@ -397,3 +397,21 @@ def test_gpu_check_script_parses_has_help_and_caps_its_time_limit(tmp_path):
                        env={**env, "CHECK_TIMEOUT": "600"})
     assert r.returncode == 2 and "CHECK_TIMEOUT=600 must be at most 500 seconds" in r.stderr
     assert sum(v for v in gc.PHASE_S.values() if v) < 330 <= 450 - 2 * gc.GRACE_S - 60   # the phases fit the budget, the budget the limit
+
+
+@needs_triton
+@dry_only
+def test_an_interrupted_tuning_leaves_no_unchecked_tiles_in_use(monkeypatch, tmp_path, fresh_tuning):
+    "tune stores each winner as it goes; the alarm stops the phase before the re-check: none of them may stay in TUNED_CONFIGS."
+    monkeypatch.setattr(gc, "GRACE_S", 1.0)
+    real = ft.compare_with_reference
+    def recheck_hangs(*a, config=None, **kw):
+        if config is not None: time.sleep(60)
+        return real(*a, config=config, **kw)
+    monkeypatch.setattr(ft, "compare_with_reference", recheck_hangs)
+    ft.TUNED_CONFIGS[("fwd", 8, torch.float16, False)] = dict(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)   # set before: kept
+    rep = gc.run_check(dry_run=True, out_dir=tmp_path, log=lambda line: None, budget_s=1500,
+                       phase_s=dict(FAST, correctness=0, tuning=40))     # tune gets 28 s; its re-check hangs past 40 s
+    assert rep["phases"]["tuning"]["status"] == "interrupted 1 s after its deadline" and len(rep["tuned"]) == 2
+    assert [t["rechecked"] for t in rep["tuned"]] == [None, None]
+    assert list(ft.TUNED_CONFIGS) == [("fwd", 8, torch.float16, False)]

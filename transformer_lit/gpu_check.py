@@ -451,8 +451,11 @@ def run_check(dry_run: bool=False, # CPU interpreter, tiny sizes: tests the scri
             report["phases"][name] = dict(status="skipped: the triton backend is unavailable", seconds=0.0); continue
         if name == "tuning" and not tune_tiles:
             report["phases"][name] = dict(status="skipped: not asked (--no-tune)", seconds=0.0); continue
-        budget = plan[name]
+        budget, before = plan[name], dict(ft.TUNED_CONFIGS)
         _run_phase(report, name, fn, end if budget is None else min(time.time() + budget, end), save, log)
+        if name == "tuning":                                         # even if interrupted: only re-checked tiles stay in use
+            for k in set(ft.TUNED_CONFIGS) - set(before):
+                if (k[0], k[1], str(k[2])[6:], k[3]) not in state["tiles"]: del ft.TUNED_CONFIGS[k]
     rows = report["correctness"]
     report["correctness_ok"] = bool(rows) and all(r["ok"] for r in rows) and "correctness" not in report.get("errors", {})
     report["ok"] = report["correctness_ok"] and not report.get("errors")
