@@ -270,23 +270,25 @@ def test_a_phase_stops_at_its_deadline_and_the_run_goes_on(tmp_path, fresh_tunin
 @dry_only
 def test_a_phase_past_its_grace_is_interrupted_and_its_results_kept(tmp_path, fresh_tuning, monkeypatch):
     "A case that hangs: the alarm interrupts the phase GRACE_S after its deadline; the cases done are kept; the run ends cleanly."
-    monkeypatch.setattr(gc, "GRACE_S", 1.5)
+    monkeypatch.setattr(gc, "GRACE_S", 3.0)
+    monkeypatch.setattr(gc, "_iter_bench", lambda *a, **kw: iter(()))     # no timing rows: only the alarm's phase is under test
     import signal
     handler = signal.getsignal(signal.SIGALRM)
-    real, calls = ft.compare_with_reference, []
+    q = torch.randn(1, 4, 17, 32)
+    first, calls = ft.compare_with_reference(q, q[:, :1], q[:, :1]), []   # computed before: the first case returns at once
     def hangs_on_the_second(*a, **kw):
         calls.append(1)
         if len(calls) == 2: time.sleep(60)
-        return real(*a, **kw)
+        return first
     monkeypatch.setattr(ft, "compare_with_reference", hangs_on_the_second)
     lines, t = [], time.time()
-    rep = gc.run_check(dry_run=True, tune_tiles=False, out_dir=tmp_path, log=lines.append, phase_s=dict(FAST, correctness=1.0))
+    rep = gc.run_check(dry_run=True, tune_tiles=False, out_dir=tmp_path, log=lines.append, phase_s=dict(FAST, correctness=2.0, timing=30))
     assert time.time() - t < 45                                             # not the 60 s sleep
-    assert rep["phases"]["correctness"]["status"] == "interrupted 1.5 s after its deadline"
+    assert rep["phases"]["correctness"]["status"] == "interrupted 3 s after its deadline"
     assert len(rep["correctness"]) == 4 and rep["correctness_cases"]["run"] == 1 and rep["ok"]
-    assert rep["phases"]["timing"]["status"].startswith("cut at its deadline")   # the next phases ran
-    assert "== correctness: interrupted 1.5 s after its deadline" in "\n".join(lines)
-    assert lines[-1].splitlines()[-1].endswith("(N=64): skipped: time budget spent") and TABLE_HEAD in lines[-1]
+    assert rep["phases"]["timing"]["status"] == "done" and len(rep["sdpa_default"]) == 8   # the next phases ran
+    assert "== correctness: interrupted 3 s after its deadline" in "\n".join(lines)
+    assert lines[-1].endswith(TABLE_HEAD + "\n|---|---:|---:|---|---:|---:|---:|---|\n")      # the (empty) table last
     assert json.loads((tmp_path / "flash_triton.json").read_text())["correctness_cases"]["run"] == 1
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0) and signal.getsignal(signal.SIGALRM) is handler
 
@@ -339,7 +341,7 @@ def test_report_text_of_an_empty_report_ends_with_an_empty_table():
 def test_gpu_check_script_dry_run(tmp_path, fresh_tuning, monkeypatch):
     "scripts/gpu_check.sh --dry-run into $OUT: every phase done, the files there, the table last; the tiles saved are the ones read back."
     out = tmp_path / "out"
-    env = {**os.environ, "PYTHON": sys.executable, "MPLBACKEND": "Agg", "OUT": str(out)}
+    env = {**os.environ, "PYTHON": sys.executable, "MPLBACKEND": "Agg", "OUT": str(out), "CHECK_TIMEOUT": "1500"}  # a busy CPU
     slow_cpu = ["--budget", "1500", "--phase", "correctness=300", "--phase", "compile=300", "--phase", "tuning=300"]   # a loaded CPU
     r = subprocess.run(["bash", "scripts/gpu_check.sh", "--dry-run", *slow_cpu], capture_output=True, text=True, env=env, cwd=ROOT,
                        timeout=1500)
