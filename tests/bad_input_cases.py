@@ -1529,6 +1529,11 @@ BC = FT_ + "block_config:"
 R("flash_triton.block_config.kind.unknown", BC + "kind", ValueError, ["kind='mid'"], lambda: flash_triton.block_config("mid", 64, torch.float16))
 R("flash_triton.block_config.head_dim.zero", BC + "head_dim", ValueError, ["head_dim=0"], lambda: flash_triton.block_config("fwd", 0, torch.float16))
 R("flash_triton.block_config.dtype.str", BC + "dtype", TypeError, ["dtype='fp16'"], lambda: flash_triton.block_config("fwd", 64, "fp16"))
+R("flash_triton.block_config.gpu.int", BC + "gpu", TypeError, ["gpu=3", "GPU's name"],
+  lambda: flash_triton.block_config("fwd", 64, torch.float16, interpret=False, gpu=3))
+ST = FT_ + "saved_tuning:"
+R("flash_triton.saved_tuning.gpu.empty", ST + "gpu", TypeError, ["gpu=''", "non-empty str"], lambda: flash_triton.saved_tuning(""))
+R("flash_triton.saved_tuning.path.int", ST + "path", TypeError, ["path=3", "a path"], lambda: flash_triton.saved_tuning("G", 3))
 TP = FT_ + "tile_phases:"
 for i, p in enumerate(("n_q", "n_k", "block_m", "block_n")):
     args = [8, 8, 4, 4]; args[i] = -1 if i < 2 else 0
@@ -1574,6 +1579,18 @@ for p, bad, exc, words in (("dtype", "bf16", TypeError, ["dtype='bf16'"]), ("hea
                            ("causals", (), ValueError, ["causals=()"]), ("n", 0, ValueError, ["n=0"]),
                            ("deadline", "soon", TypeError, ["deadline='soon'"]), ("log", None, TypeError, ["log=None", "callable"])):
     R(f"gpu_check.tune.{p}.{bad!r}", TU + p, exc, words, lambda p=p, bad=bad: _gc().tune("cpu", **{p: bad}))
+for p, bad, exc, words in (("tokens", 0, ValueError, ["tokens=0"]), ("width", -1, ValueError, ["width=-1"]),
+                           ("fwd_candidates", [], ValueError, ["fwd_candidates=[]", "BLOCK_M"]),
+                           ("fwd_candidates", [{"BLOCK_M": 64}], ValueError, ["fwd_candidates=[{'BLOCK_M': 64}]", "num_stages"]),
+                           ("bwd_candidates", [dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3)], ValueError, ["bwd_candidates=", "BLOCK_M1"])):
+    R(f"gpu_check.tune.{p}.{bad!r:.30}", TU + p, exc, words, lambda p=p, bad=bad: _gc().tune("cpu", **{p: bad}))
+SV = GC + "save_tuning:"
+for p, args, exc, words in (("path", (3, "G", {}, {}), TypeError, ["path=3"]), ("gpu", ("f.json", "", {}, {}), TypeError, ["gpu=''"]),
+                            ("tiles", ("f.json", "G", [], {}), TypeError, ["tiles=[]", "dict"]),
+                            ("preferred", ("f.json", "G", {}, None), TypeError, ["preferred=None", "dict"]),
+                            ("info", ("f.json", "G", {}, {}, "x"), TypeError, ["info='x'"]),
+                            ("base", ("f.json", "G", {}, {}, None, 3), TypeError, ["base=3"])):
+    R(f"gpu_check.save_tuning.{p}", SV + p, exc, words, lambda args=args: _gc().save_tuning(*args))
 FM = GC + "forward_memory:"
 R("gpu_check.forward_memory.device.cpu", FM + "device", ValueError, ["device='cpu'", "CUDA"], lambda: _gc().forward_memory("cpu"))
 for p, bad, exc, words in (("dtype", torch.float64, TypeError, ["dtype=torch.float64"]), ("n", 0, ValueError, ["n=0"]),
@@ -1581,7 +1598,9 @@ for p, bad, exc, words in (("dtype", torch.float64, TypeError, ["dtype=torch.flo
     R(f"gpu_check.forward_memory.{p}.{bad!r}", FM + p, exc, words, lambda p=p, bad=bad: _gc().forward_memory("cpu", **{p: bad}))
 RC = GC + "run_check:"
 for p, bad, exc, words in (("budget_s", 0, ValueError, ["budget_s=0"]), ("budget_s", INF, ValueError, ["budget_s=inf"]),
-                           ("budget_s", "300", TypeError, ["budget_s='300'"]), ("json_path", 3, TypeError, ["json_path=3"]),
+                           ("budget_s", "300", TypeError, ["budget_s='300'"]), ("out_dir", 3, TypeError, ["out_dir=3"]),
+                           ("phase_s", 30, TypeError, ["phase_s=30", "dict"]), ("phase_s", {"warmup": 3}, ValueError, ["'warmup'", "correctness"]),
+                           ("phase_s", {"timing": -1}, ValueError, ["phase_s['timing']=-1", ">= 0"]),
                            ("log", 3, TypeError, ["log=3", "callable"])):
     R(f"gpu_check.run_check.{p}.{bad!r}", RC + p, exc, words, lambda p=p, bad=bad: _gc().run_check(dry_run=True, **{p: bad}))
 
@@ -1850,8 +1869,9 @@ EXEMPT_CALLABLES: dict = {
     "flash_triton.triton_status": "reports (ok, reason) for a device: it is the check, returning a reason instead of raising",
     "flash_triton.reference_attention": "the test oracle (upcast math attention) that the kernels are compared with; it runs on trusted inputs",
     "flash_triton.compare_with_reference": "the test oracle's comparison (errors against reference_attention with a bound); the kernels it calls validate q, k, v",
-    **{f"gpu_check.{n}": HARNESS for n in ("correctness_cases", "check_correctness")},
-    **{f"gpu_check.{n}": ROWS_OUT for n in ("faster_than_flash", "goals", "report_text", "compile_table")},
+    **{f"gpu_check.{n}": HARNESS for n in ("correctness_cases", "check_correctness", "sdpa_default_kernel")},
+    **{f"gpu_check.{n}": ROWS_OUT for n in ("triton_wins", "goals", "report_text", "compile_table")},
+    "gpu_check.PhaseTimeout": "an exception class the check's own alarm raises inside a phase; it takes no user input",
     "gpu_check.check_backends": "names the backends the check times on a device; its one argument is a device string that torch checks",
     "gpu_check.main": "command line: argparse validates argv and exits with a usage message",
     "gpu_check.hopper_cases": "its one argument is a flag (also list the tuning candidates)",

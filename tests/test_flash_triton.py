@@ -165,6 +165,48 @@ def test_block_config():
     with pytest.raises(ValueError, match=r"^kind='both' must be 'fwd' or 'bwd'$"): ft.block_config("both", 64, torch.float16)
 
 
+def test_block_config_takes_the_tiles_saved_for_its_gpu(tmp_path, monkeypatch):
+    "A tuning file written by hand in the documented form: its tiles for one GPU name, that GPU only, and TUNED_CONFIGS first."
+    monkeypatch.setattr(ft, "_SAVED", {}); monkeypatch.setattr(ft, "TUNED_CONFIGS", {})
+    tile = dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=2)
+    f = tmp_path / "gpu_tuning.json"
+    f.write_text('{"NVIDIA H100 80GB HBM3": {"torch": "2.11", "tiles": [{"kind": "fwd", "D": 64, "dtype": "bfloat16", "causal": false, '
+                 '"config": {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2}}], '
+                 '"preferred": [{"D": 64, "dtype": "bfloat16", "causal": false, "speedup": 1.04}]}}')
+    monkeypatch.setattr(ft, "TUNING_FILE", f)
+    default = ft.block_config("fwd", 64, torch.bfloat16, interpret=False)
+    assert default == dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=3)                 # no GPU named: the defaults
+    assert ft.block_config("fwd", 64, torch.bfloat16, interpret=False, gpu="NVIDIA H100 80GB HBM3") == tile
+    assert ft.block_config("fwd", 64, torch.bfloat16, interpret=False, gpu="NVIDIA H200") == default
+    assert ft.block_config("fwd", 64, torch.bfloat16, True, interpret=False, gpu="NVIDIA H100 80GB HBM3") == default  # causal: not saved
+    assert ft.saved_tuning("NVIDIA H100 80GB HBM3")["preferred"] == {(64, "bfloat16", False): 1.04}
+    f.write_text("{}")                                                    # read once per process: the cache answers
+    assert ft.block_config("fwd", 64, torch.bfloat16, interpret=False, gpu="NVIDIA H100 80GB HBM3") == tile
+    ft.TUNED_CONFIGS[("fwd", 64, torch.bfloat16, False)] = default       # tuned in this process: wins
+    assert ft.block_config("fwd", 64, torch.bfloat16, interpret=False, gpu="NVIDIA H100 80GB HBM3") == default
+
+
+def test_the_package_ships_a_tuning_file_with_no_measurement_yet():
+    "No GPU has run the check: the file exists (so it is packaged) and holds no entry; every GPU gets the defaults."
+    import json
+    assert ft.TUNING_FILE.parent == Path(ft.__file__).parent and json.loads(ft.TUNING_FILE.read_text()) == {}
+    assert "include transformer_lit/gpu_tuning.json" in (ROOT / "MANIFEST.in").read_text().splitlines()
+
+
+@needs_triton
+def test_compare_with_reference_with_explicit_tiles():
+    "The tiles passed are the tiles run: the interpreter's own give the same errors bit for bit, other tiles stay in bounds."
+    q, k, v = qkv(37, 37, 16, h=4)
+    k, v = k[:, :1], v[:, :1]                                              # one key/value head: the dK/dV sum over the group
+    same = ft.compare_with_reference(q, k, v, is_causal=True, config=dict(fwd=ft.block_config("fwd", 16, torch.float32),
+                                                                          bwd=ft.block_config("bwd", 16, torch.float32)))
+    assert [r["err"] for r in same] == [r["err"] for r in ft.compare_with_reference(q, k, v, is_causal=True)]
+    other = ft.compare_with_reference(q, k, v, is_causal=True, config=dict(fwd=dict(BLOCK_M=64, BLOCK_N=16, num_warps=4, num_stages=1)))
+    assert_rows_ok(other)
+    with pytest.raises(ValueError, match=r"^config=\{'dq': 1\} must be None or a dict with the keys 'fwd' and/or 'bwd'"):
+        ft.compare_with_reference(q, k, v, config={"dq": 1})
+
+
 # -- the backend registry ---------------------------------------------------------------------------
 
 @needs_triton
