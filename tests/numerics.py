@@ -1,0 +1,74 @@
+"""Error bounds derived from the computation, for comparing two different computations of the same numbers.
+
+Bit-equality is asserted only where both sides run the same operations on the same path. Where the paths
+differ (a fused (d -> 3d) matmul against a (d -> d) one, a cached decoding step against a full forward, one
+batch against several), the kernels may sum in a different order (BLAS libraries pick blocking, vector width
+and FMA use per shape and per CPU), so the results differ by rounding. The helpers here give the bound.
+
+The bound for a dot product (Higham, Accuracy and Stability of Numerical Algorithms, section 3.1): a sum of
+n products computed in floating point with unit roundoff u, in *any* order, with or without FMA, satisfies
+    |fl(sum_i x_i w_i) - sum_i x_i w_i| <= gamma_n * sum_i |x_i| |w_i|,   gamma_n = n u / (1 - n u).
+A bias added to the sum is one more term with weight 1 (n = d + 1). Two computations each within that bound
+of the exact value are within twice it of each other. The bound holds element by element on any CPU.
+"""
+import torch
+
+UNIT_ROUNDOFF = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
+
+
+def gamma(n, dtype):
+    "Higham's gamma_n = n u / (1 - n u) for `dtype`'s unit roundoff u."
+    nu = n * UNIT_ROUNDOFF[dtype]
+    if nu >= 1: raise ValueError(f"n={n} terms is too many for {dtype}: n*u={nu} must be below 1")
+    return nu / (1 - nu)
+
+
+def linear_difference_bound(x, weight, bias=None):
+    "Element-wise bound on |a - b| for two float computations a, b of `F.linear(x, weight, bias)` (any summation order)."
+    d = x.shape[-1]
+    mag = x.abs().double() @ weight.abs().double().T                      # sum_i |x_i| |w_i|, in float64
+    if bias is not None: mag = mag + bias.abs().double()
+    return 2 * gamma(d + (bias is not None), x.dtype) * mag
+
+
+def assert_within(a, b, bound, what):
+    "Assert |a - b| <= bound element by element (bound a tensor or a number); the message names the worst element."
+    diff = (a.double() - b.double()).abs()
+    bound = torch.as_tensor(bound, dtype=torch.float64).expand_as(diff)
+    bad = diff > bound
+    if bad.any():
+        i = int((diff - bound).flatten().argmax())
+        raise AssertionError(f"{what}: {int(bad.sum())} of {diff.numel()} elements differ by more than the bound; "
+                             f"worst at flat index {i}: |diff|={diff.flatten()[i].item():.3g} > bound={bound.flatten()[i].item():.3g}")
+
+
+def greedy_margins(model, ids, prompt_len, **forward_kw):
+    """Teacher-forced check of a greedy continuation: run one full forward over `ids` (B, T) and return, per
+    generated position, the gap between the largest and the second largest logit (B, T - prompt_len), after
+    asserting that every generated token is the argmax there (the continuation is greedy for this model)."""
+    with torch.no_grad(): logits = model(ids, **forward_kw)[:, prompt_len - 1:-1].double()   # (B, n_new, V)
+    top2 = logits.topk(2, -1).values                                                         # (B, n_new, 2)
+    gen = ids[:, prompt_len:]
+    # a token tied with the argmax within the gap is still a greedy choice: compare logits, not indices
+    chosen = logits.gather(-1, gen[..., None])[..., 0]
+    return top2[..., 0] - top2[..., 1], chosen, top2[..., 0]
+
+
+def assert_same_greedy(model, a, b, prompt_len, logit_bound, **forward_kw):
+    """Greedy tokens of two different computations of the same model (cached and uncached decoding, a fast step,
+    a static cache, a compiled step): the logits of the two differ by rounding, at most `logit_bound`, so the
+    tokens must agree wherever the top-2 gap exceeds 2 * logit_bound; at a nearer tie either choice is greedy.
+    Checks `a` is greedy (teacher-forced), then that `b` equals `a` up to the first near tie (and `b` is greedy
+    there too, within the bound). Fails if the seed left no clear step at all (the check would be empty)."""
+    if a.shape != b.shape: raise AssertionError(f"shapes differ: {tuple(a.shape)} vs {tuple(b.shape)}")
+    if not torch.equal(a[:, :prompt_len], b[:, :prompt_len]): raise AssertionError("the prompts differ")
+    gap, chosen, best = greedy_margins(model, a, prompt_len, **forward_kw)
+    assert_within(chosen, best, logit_bound, "the first sequence is not greedy (teacher-forced logits)")
+    clear = gap > 2 * logit_bound
+    for row in range(a.shape[0]):
+        for t in range(a.shape[1] - prompt_len):
+            if not clear[row, t]: break                                   # a near tie: the two may part here, legitimately
+            if a[row, prompt_len + t] != b[row, prompt_len + t]:
+                raise AssertionError(f"row {row}, new token {t}: {int(a[row, prompt_len + t])} != {int(b[row, prompt_len + t])} "
+                                     f"although the top-2 logit gap {gap[row, t].item():.3g} exceeds 2 x bound = {2 * logit_bound:.3g}")
+    if not clear[:, 0].any(): raise AssertionError("no row has a clear first step: pick another seed or prompt")
