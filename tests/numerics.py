@@ -5,6 +5,9 @@ differ (a fused (d -> 3d) matmul against a (d -> d) one, a cached decoding step 
 batch against several), the kernels may sum in a different order (BLAS libraries pick blocking, vector width
 and FMA use per shape and per CPU), so the results differ by rounding. The helpers here give the bound.
 
+Greedy tokens of two paths are compared with `transformer_lit.model.assert_greedy_agrees` (chapter 09): exact
+where the top-2 logit gap exceeds twice the bound on the paths' logit difference, each path greedy within it.
+
 The bound for a dot product (Higham, Accuracy and Stability of Numerical Algorithms, section 3.1): a sum of
 n products computed in floating point with unit roundoff u, in *any* order, with or without FMA, satisfies
     |fl(sum_i x_i w_i) - sum_i x_i w_i| <= gamma_n * sum_i |x_i| |w_i|,   gamma_n = n u / (1 - n u).
@@ -40,30 +43,3 @@ def assert_within(a, b, bound, what):
         i = int((diff - bound).flatten().argmax())
         raise AssertionError(f"{what}: {int(bad.sum())} of {diff.numel()} elements differ by more than the bound; "
                              f"worst at flat index {i}: |diff|={diff.flatten()[i].item():.3g} > bound={bound.flatten()[i].item():.3g}")
-
-
-def assert_same_greedy(forward, a, b, prompt_len, atol=0.0, rtol=0.0):
-    """Greedy tokens of two different computations of the same model (cached and uncached decoding, a fast step,
-    a static cache, a compiled step, another library): each path's logits differ from one full forward's by rounding,
-    at most `bound = atol + rtol * max|logits|`. So, teacher-forced through `forward` (ids (B, T) -> logits (B, T, V)):
-    every token of `a` and of `b` must be within `bound` of the best logit there (a greedy choice), and `b` must equal
-    `a` wherever the top-2 gap exceeds 2 * bound (only one token is within the bound there); at a nearer tie either
-    choice is greedy, the two may part, and each goes on greedily from its own prefix. Fails if no row has a clear
-    first step (the check would be empty: pick another seed)."""
-    if a.shape != b.shape: raise AssertionError(f"shapes differ: {tuple(a.shape)} vs {tuple(b.shape)}")
-    if not torch.equal(a[:, :prompt_len], b[:, :prompt_len]): raise AssertionError("the prompts differ")
-    if a.shape[1] == prompt_len: return
-    with torch.no_grad(): la, lb = (forward(s)[:, prompt_len - 1:-1].double() for s in (a, b))   # (B, n_new, V)
-    bound = atol + rtol * max(la.abs().max().item(), lb.abs().max().item())
-    for name, seq, lg in (("a", a, la), ("b", b, lb)):
-        chosen = lg.gather(-1, seq[:, prompt_len:, None])[..., 0]                           # (B, n_new)
-        assert_within(chosen, lg.amax(-1), bound, f"sequence {name} is not greedy within bound={bound:.3g} (teacher-forced logits)")
-    top2 = la.topk(2, -1).values
-    gap = top2[..., 0] - top2[..., 1]                                                        # (B, n_new)
-    for row in range(a.shape[0]):
-        for t in range(a.shape[1] - prompt_len):
-            if gap[row, t] <= 2 * bound: break                          # a near tie: the two may part here, legitimately
-            if a[row, prompt_len + t] != b[row, prompt_len + t]:
-                raise AssertionError(f"row {row}, new token {t}: {int(a[row, prompt_len + t])} != {int(b[row, prompt_len + t])} "
-                                     f"although the top-2 logit gap {gap[row, t].item():.3g} exceeds 2 x bound = {2 * bound:.3g}")
-    if not (gap[:, 0] > 2 * bound).any(): raise AssertionError("no row has a clear first step: pick another seed or prompt")

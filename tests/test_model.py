@@ -15,7 +15,7 @@ from transformer_lit.model import (POSITIONALS, DecoderOnlyLM, Positions, TokenE
 from transformer_lit.checks import check_targets, check_tokens
 from transformer_lit.decoding import DecoderCache, StaticCache, sample_next
 from transformer_lit.positional import sinusoidal_encoding
-from numerics import assert_same_greedy
+from transformer_lit.model import assert_greedy_agrees
 
 F64 = torch.float64
 
@@ -297,7 +297,7 @@ def test_cached_generation_equals_uncached(kw):
     prompt = torch.randint(0, 40, (2, 3))
     # cached and uncached decoding are different computations (one-token steps against full forwards): their float64
     # logits agree within 1e-10 (test_cached_logits_equal_full_forward), so the greedy tokens agree wherever the top-2 gap is clear
-    assert_same_greedy(lm, lm.generate(prompt, 12, greedy=True), lm.generate(prompt, 12, greedy=True, use_cache=False), 3, atol=1e-10)
+    assert_greedy_agrees(lm, lm.generate(prompt, 12, greedy=True), lm.generate(prompt, 12, greedy=True, use_cache=False), 3, atol=1e-10)
     runs = [lm.generate(prompt, 12, temperature=1.5, top_k=10, generator=torch.Generator().manual_seed(5), use_cache=c)
             for c in (True, False)]
     # seeded sampling draws the same uniforms on both paths; a token could differ only if a draw fell within ~1e-10 of a
@@ -322,7 +322,7 @@ def test_seq2seq_cached_equals_uncached(kind):
     t = s2s64(positional=kind)
     src = torch.randint(0, 40, (2, 5))
     keep = padding_mask([5, 3], 5)
-    assert_same_greedy(lambda ids: t(src, ids, src_keep=keep), t.generate(src, 10, bos_id=1, greedy=True, src_keep=keep),
+    assert_greedy_agrees(lambda ids: t(src, ids, src_keep=keep), t.generate(src, 10, bos_id=1, greedy=True, src_keep=keep),
                        t.generate(src, 10, bos_id=1, greedy=True, src_keep=keep, use_cache=False), 1, atol=1e-10)
     out = t.generate(src, 10, bos_id=1, greedy=True)
     memory, mm = t.encode(src)
@@ -582,7 +582,7 @@ def test_gqa_lm_cached_equals_full(kind, G):
     torch.testing.assert_close(steps, full, atol=1e-10, rtol=0)
     assert all(c.k.shape == (2, G, 11, 4) for c in cache.layers)
     assert cache.nbytes() == 2 * 2 * 2 * G * 11 * 4 * 8                        # 2 layers, K and V, B·G·T·D float64
-    assert_same_greedy(lm, lm.generate(ids[:, :3], 8, greedy=True), lm.generate(ids[:, :3], 8, greedy=True, use_cache=False), 3, atol=1e-10)
+    assert_greedy_agrees(lm, lm.generate(ids[:, :3], 8, greedy=True), lm.generate(ids[:, :3], 8, greedy=True, use_cache=False), 3, atol=1e-10)
 
 @pytest.mark.parametrize("G", [1, 2, 4])
 def test_gqa_seq2seq_cached_equals_full(G):
@@ -834,17 +834,17 @@ def test_generate_with_a_static_cache(kind):
     # a static cache attends over its whole masked buffer, a growing one over the tokens so far: different computations
     # whose float64 logits agree within 1e-12 (test_static_cache_with_left_padding), so greedy tokens agree where the gap is clear
     ref = m.generate(prompt, 7, greedy=True)
-    assert_same_greedy(m, ref, m.generate(prompt, 7, greedy=True, static_cache=True), 4, atol=1e-10)
+    assert_greedy_agrees(m, ref, m.generate(prompt, 7, greedy=True, static_cache=True), 4, atol=1e-10)
     keep = torch.tensor([[True] * 4, [False, False, True, True]])
     ref = m.generate(prompt, 5, greedy=True, attention_mask=keep)
-    assert_same_greedy(lambda ids: m(ids, attention_mask=torch.cat([keep, keep.new_ones(2, ids.shape[1] - 4)], 1)),
+    assert_greedy_agrees(lambda ids: m(ids, attention_mask=torch.cat([keep, keep.new_ones(2, ids.shape[1] - 4)], 1)),
                        ref, m.generate(prompt, 5, greedy=True, attention_mask=keep, static_cache=True), 4, atol=1e-10)
     g1, g2 = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
     # seeded sampling, float64: a draw within 1e-10 of a cumulative-probability boundary has chance ~1e-9
     assert m.generate(prompt, 6, top_k=5, generator=g1, static_cache=True).equal(m.generate(prompt, 6, top_k=5, generator=g2))
     calls = []
     def step(*a, **kw): calls.append(1); return m(*a, **kw)
-    assert_same_greedy(m, m.generate(prompt, 3, greedy=True), m.generate(prompt, 3, greedy=True, static_cache=True, step=step), 4, atol=1e-10)
+    assert_greedy_agrees(m, m.generate(prompt, 3, greedy=True), m.generate(prompt, 3, greedy=True, static_cache=True, step=step), 4, atol=1e-10)
     assert len(calls) == 3
 
 def test_static_cache_reorder():
@@ -906,7 +906,7 @@ def test_seq2seq_static_cache_equals_full_decode(kind):
     out = torch.cat([t.decode(tgt[:, :2], memory, memory_mask, cache=cache)] +
                     [t.decode(tgt[:, i:i + 1], memory, memory_mask, cache=cache) for i in range(2, 6)], 1)
     torch.testing.assert_close(out, full, rtol=0, atol=1e-12)
-    assert_same_greedy(lambda ids: t(src, ids), t.generate(src, 5, bos_id=1, greedy=True),
+    assert_greedy_agrees(lambda ids: t(src, ids), t.generate(src, 5, bos_id=1, greedy=True),
                        t.generate(src, 5, bos_id=1, greedy=True, static_cache=True), 1, atol=1e-10)
     with pytest.raises(ValueError, match=re.escape("tgt.shape[0]=2 must equal the StaticCache's batch=3")):
         t.decode(tgt, memory, memory_mask, cache=t.new_cache(max_len=8, batch=3))
@@ -1010,6 +1010,25 @@ def test_plain_loop_equals_generate(kind):
         greedy = plain_generate(m, prompt, 10)
         # the plain loop and generate(use_cache=False) run the same full forward on the same prefixes: the same computation
         assert torch.equal(greedy, m.generate(prompt, 10, greedy=True, use_cache=False))
-        assert_same_greedy(m, greedy, m.generate(prompt, 10, greedy=True), 4, atol=1e-10)   # the cached path: a different one
+        assert_greedy_agrees(m, greedy, m.generate(prompt, 10, greedy=True), 4, atol=1e-10)   # the cached path: a different one
         sampled = plain_generate(m, prompt, 10, False, 0.9, torch.Generator().manual_seed(5))
         assert torch.equal(sampled, m.generate(prompt, 10, temperature=0.9, generator=torch.Generator().manual_seed(5), use_cache=False))
+
+
+def test_assert_greedy_agrees_tells_a_near_tie_from_a_wrong_token():
+    "Equal greedy runs pass; a token that is not the argmax fails; at a planted near tie the two may part; bad arguments are named."
+    lm = lm64()
+    prompt = torch.randint(0, 40, (2, 3), generator=torch.Generator().manual_seed(1))
+    a = lm.generate(prompt, 6, greedy=True)
+    assert_greedy_agrees(lm, a, a.clone(), 3, atol=1e-10)
+    wrong = a.clone(); wrong[0, 4] = (wrong[0, 4] + 1) % 40
+    with pytest.raises(AssertionError, match=r"b\[0, 4\]=\d+ is .* below the best logit"):
+        assert_greedy_agrees(lm, a, wrong, 3, atol=1e-10)
+    # a forward whose two best logits tie exactly at every step: either token is greedy, so the runs may differ there
+    def tied(ids):
+        out = torch.full((*ids.shape, 40), -5.0, dtype=torch.float64); out[..., 0] = out[..., 1] = 1.0; return out
+    x, y = prompt.new_zeros(2, 5), prompt.new_zeros(2, 5); y[:, 3:] = 1
+    with pytest.raises(AssertionError, match="nothing was compared"):
+        assert_greedy_agrees(tied, x, y, 3, atol=1e-10)              # every step a tie: the check is empty, and says so
+    with pytest.raises(ValueError, match="prompt_len=0"):
+        assert_greedy_agrees(lm, a, a, 0)
