@@ -105,10 +105,23 @@ def test_metadata_of_a_built_wheel(tmp_path):
     assert extras == {"lab", "dev"}
 
 
-@pytest.mark.parametrize("mod", ["attention", "multihead", "model", "flash"] + [m for m in LIBRARY_MODULES
-                                 if m not in ("attention", "multihead", "model", "flash", "flash_triton")])
-def test_importing_the_library_pulls_no_plotting_or_widgets(mod):
-    "In a fresh interpreter: importing a library module loads none of matplotlib, ipywidgets, IPython, Jupyter."
-    code = f"import sys, json, transformer_lit.{mod}; print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+def _heavy_after_import(mods):
+    "In one fresh interpreter, import `mods` in turn; for each, the HEAVY modules loaded by the time it was imported."
+    code = ("import sys, json, importlib; out = {}\n"
+            f"for m in {list(mods)!r}: importlib.import_module('transformer_lit.' + m); out[m] = [h for h in {HEAVY!r} if h in sys.modules]\n"
+            "print(json.dumps(out))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
-    assert json.loads(out.strip().splitlines()[-1]) == [], f"import transformer_lit.{mod} loaded {out}"
+    return json.loads(out.strip().splitlines()[-1])
+
+
+IMPORT_ORDER = ["attention", "multihead", "model", "flash"] + [m for m in LIBRARY_MODULES
+                                                               if m not in ("attention", "multihead", "model", "flash", "flash_triton")]
+
+def test_importing_the_library_pulls_no_plotting_or_widgets():
+    """Importing a library module loads none of matplotlib, ipywidgets, IPython, Jupyter. One fresh interpreter imports
+    every module in turn (one torch start-up, not one per module): a module's imports are loaded with it, so if nothing
+    HEAVY is loaded after the last, no module loads any. On a failure, each module is imported alone to name the culprits."""
+    after = _heavy_after_import(IMPORT_ORDER)
+    if after[IMPORT_ORDER[-1]]:
+        alone = {m: _heavy_after_import([m])[m] for m in IMPORT_ORDER}
+        raise AssertionError(f"importing these library modules loads plotting or widget modules: { {m: h for m, h in alone.items() if h} }")
