@@ -5,9 +5,12 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-# The stamp's name carries a hash of the files that define the install, so editing them
-# re-installs and a second run with nothing changed skips straight to the work.
-STAMP  := $(VENV)/.installed-$(shell cat settings.ini setup.py | sha1sum | cut -c1-12)
+# Two stamps, one per install: `make lab` installs what the chapters need (the `lab` extra), `make test` adds the
+# test tools (the `dev` extra) on top. Their names carry a hash of the files that define the install, so editing
+# them re-installs, and a second run with nothing changed skips straight to the work.
+HASH   := $(shell cat settings.ini setup.py | sha1sum | cut -c1-12)
+STAMP  := $(VENV)/.installed-lab-$(HASH)
+DEV    := $(VENV)/.installed-dev-$(HASH)
 TORCH  ?= torch==2.13.0
 PORT   ?= 8888
 # JupyterLab's configuration for the course: the save hook that cleans notebooks, and settings
@@ -17,8 +20,8 @@ LAB    := $(CURDIR)/tools/lab
 .PHONY: help setup lab test check-sync prerender nbtest pytest docs docs-check readme bench hooks clean
 
 help:
-	@echo "make lab    set up .venv and open the course in JupyterLab (localhost, with a token)"
-	@echo "make test   set up .venv and run every check (sync, notebooks, pytest, docs checks)"
+	@echo "make lab    set up .venv (what the chapters need) and open the course in JupyterLab (localhost, with a token)"
+	@echo "make test   add the test tools to .venv and run every check (sync, notebooks, pytest, docs checks)"
 	@echo "make docs   docs checks, then render the site with Quarto (exit 2 when Quarto is missing)"
 	@echo "make readme render README.md from nbs/index.ipynb without Quarto"
 	@echo "make bench  run the attention benchmarks (python -m transformer_lit.bench)"
@@ -28,12 +31,18 @@ $(STAMP): settings.ini setup.py
 	$(BIN)/python -m pip install -q --upgrade pip
 	@# torch first and explicitly: a bare `torch` requirement would pull a multi-GB CUDA build
 	$(BIN)/python -m pip install -q $(TORCH)
-	$(BIN)/python -m pip install -q -e ".[lab,dev]"
+	$(BIN)/python -m pip install -q -e ".[lab]"
 	@rm -f $(VENV)/.installed-*
 	@$(MAKE) --no-print-directory hooks
 	@touch $@
 
-setup: $(STAMP)
+# the test tools on top of the lab install (a lab-only .venv gets them on the first `make test`)
+$(DEV): $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[lab,dev]"
+	@rm -f $(VENV)/.installed-dev-*
+	@touch $@
+
+setup: $(DEV)
 
 hooks:
 	@# nbdev's Jupyter save hook and merge driver, plus a pre-commit hook that refuses unclean notebooks
@@ -49,7 +58,7 @@ lab: $(STAMP)
 	  --LabApp.app_settings_dir=$(LAB) --LabApp.news_url=None --port=$(PORT) --no-browser \
 	  $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-test: $(STAMP)
+test: $(DEV)
 	$(BIN)/python tools/check_sync.py
 	@# nbdev's pre-render step as the docs workflow runs it (no Quarto needed), then a check of torch's global state
 	MPLBACKEND=Agg $(BIN)/python tools/prerender.py
@@ -65,10 +74,10 @@ prerender: $(STAMP)
 nbtest: $(STAMP)
 	OMP_NUM_THREADS=1 MPLBACKEND=Agg $(BIN)/python tools/test_nbs.py --workers 2
 
-pytest: $(STAMP)
+pytest: $(DEV)
 	MPLBACKEND=Agg $(BIN)/python -m pytest tests/ -q
 
-docs-check: $(STAMP)
+docs-check: $(DEV)
 	$(BIN)/python -m pytest tests/test_docs.py -q
 
 docs: docs-check

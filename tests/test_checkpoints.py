@@ -9,6 +9,7 @@ from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, MistralC
 from transformer_lit import checkpoints as ck
 from transformer_lit.checkpoints import FAMILIES, config_from_hf, config_to_hf, from_pretrained, save_pretrained, weight_rules
 from transformer_lit.model import DecoderOnlyLM, TransformerConfig, count_parameters
+from transformer_lit.model import assert_greedy_agrees
 
 transformers.logging.set_verbosity_error()
 transformers.utils.logging.disable_progress_bar()
@@ -58,7 +59,9 @@ def check_equal(ours, ref, dtype):
         assert rel(ours(x), ref(x).logits) < TOL[dtype]
         prompt = x[:1, :6]
         test = ours.generate(prompt, 20, greedy=True, use_cache=True)
-        assert torch.equal(test, ref.generate(prompt, max_new_tokens=20, do_sample=False))
+        # two libraries' cached decoding: different computations whose logits agree within TOL of their scale (asserted
+        # for the forward above); the tokens must agree wherever the top-2 gap exceeds twice that, and both be greedy
+        assert_greedy_agrees(ours, test, ref.generate(prompt, max_new_tokens=20, do_sample=False), 6, rtol=TOL[dtype])
 
 # ---------------------------------------------------------------- transformers -> ours
 @pytest.mark.parametrize("family", FAMILIES)
@@ -205,7 +208,7 @@ def test_trained_char_lm_round_trip(tmp_path):
     with torch.no_grad():
         assert rel(model(x), ref(x).logits) < 1e-5
         p = x[:1, :4]
-        assert torch.equal(model.generate(p, 20, greedy=True), ref.generate(p, max_new_tokens=20, do_sample=False))
+        assert_greedy_agrees(model, model.generate(p, 20, greedy=True), ref.generate(p, max_new_tokens=20, do_sample=False), 4, rtol=1e-5)
 
 def test_save_replaces_old_weights(tmp_path):
     save_pretrained(our_model("gpt2"), tmp_path, max_shard_size=6000)

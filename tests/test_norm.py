@@ -454,4 +454,4 @@ def test_residual_is_the_placement_formulas():
     x = torch.randn(2, 5, 8, dtype=torch.float64)
     for norm_first, place in ((True, pre_norm), (False, post_norm)):
         r = Residual(f, 8, norm_first).double()
-        torch.testing.assert_close(r(x), place(x, f, r.norm), atol=0, rtol=0)
+        torch.testing.assert_close(r(x), place(x, f, r.norm), atol=0, rtol=0)   # the same modules in the same order: the same computation

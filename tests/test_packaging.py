@@ -52,12 +52,43 @@ def test_runtime_requirements_are_what_the_library_imports():
 
 def test_course_tools_are_extras():
     lab, dev = requirement_names("lab_requirements"), requirement_names("dev_requirements")
-    assert {"jupyterlab", "ipywidgets", "matplotlib", "nbdev", "ipykernel"} <= lab
-    assert {"pytest", "hypothesis", "playwright", "transformers"} <= dev
+    # the lab extra is what the chapters import (transformers: chapters 10, 14, 17; triton: chapter 16), no test tools
+    assert {"jupyterlab", "ipywidgets", "matplotlib", "nbdev", "ipykernel", "transformers", "triton"} <= lab
+    assert {"pytest", "pytest-timeout", "hypothesis", "playwright"} <= dev
+    assert not lab & {"pytest", "pytest-timeout", "hypothesis", "playwright", "nbconvert", "markdown-it-py"}, lab
     assert not (lab | dev) & RUNTIME
     setup = (ROOT / "setup.py").read_text()
     assert "'lab': lab_requirements" in setup and "'dev': dev_requirements" in setup
-    assert '-e ".[lab,dev]"' in (ROOT / "Makefile").read_text()
+
+
+def test_chapters_import_only_the_lab_extra():
+    "Every third-party module a notebook's code cells import is a runtime or a lab requirement, never a test tool."
+    import json
+    lab = requirement_names("lab_requirements") | RUNTIME
+    names = {"IPython": "ipykernel", "ipywidgets": "ipywidgets", "matplotlib": "matplotlib", "nbdev": "nbdev", "fastcore": "nbdev",
+             "execnb": "nbdev", "PIL": "matplotlib", "mpl_toolkits": "matplotlib", "transformers": "transformers", "triton": "triton",
+             "safetensors": "safetensors", "tokenizers": "transformers", "huggingface_hub": "transformers", "yaml": "transformers",
+             "numpy": "numpy", "torch": "torch", "tqdm": "tqdm", "jupyterlab": "jupyterlab", "nbformat": "jupyterlab", "packaging": "jupyterlab"}
+    found = {}
+    for nb in sorted((ROOT / "nbs").glob("*.ipynb")):
+        src = "\n".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
+        for m in re.finditer(r"^\s*(?:from\s+([A-Za-z_]\w*)[\w.]*\s+import|import\s+([A-Za-z_]\w*))", src, re.M):
+            top = m.group(1) or m.group(2)
+            if top in sys.stdlib_module_names or top in ("transformer_lit", "__future__"): continue
+            found.setdefault(top, nb.name)
+    unknown = {t: nb for t, nb in found.items() if names.get(t) not in lab}
+    assert not unknown, f"notebooks import modules that neither the lab extra nor the runtime requirements bring: {unknown}"
+
+
+def test_make_lab_installs_the_lab_extra_and_make_test_adds_dev():
+    "The Makefile's two stamps: `make lab` installs `.[lab]` only; `make test` (and pytest, docs-check) add `.[lab,dev]`."
+    mk = (ROOT / "Makefile").read_text()
+    rule = lambda target: re.search(rf"^{re.escape(target)}:(.*)$", mk, re.M).group(1).split()
+    recipe = lambda target: mk.split(f"\n{target}:", 1)[1].split("\n\n", 1)[0]
+    assert '-e ".[lab]"' in recipe("$(STAMP)") and "dev" not in recipe("$(STAMP)")
+    assert '-e ".[lab,dev]"' in recipe("$(DEV)") and rule("$(DEV)") == ["$(STAMP)"]
+    assert rule("lab")[0] == "$(STAMP)"
+    for t in ("test", "pytest", "docs-check"): assert rule(t)[0] == "$(DEV)", t
 
 
 def test_metadata_of_a_built_wheel(tmp_path):
@@ -74,10 +105,23 @@ def test_metadata_of_a_built_wheel(tmp_path):
     assert extras == {"lab", "dev"}
 
 
-@pytest.mark.parametrize("mod", ["attention", "multihead", "model", "flash"] + [m for m in LIBRARY_MODULES
-                                 if m not in ("attention", "multihead", "model", "flash", "flash_triton")])
-def test_importing_the_library_pulls_no_plotting_or_widgets(mod):
-    "In a fresh interpreter: importing a library module loads none of matplotlib, ipywidgets, IPython, Jupyter."
-    code = f"import sys, json, transformer_lit.{mod}; print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+def _heavy_after_import(mods):
+    "In one fresh interpreter, import `mods` in turn; for each, the HEAVY modules loaded by the time it was imported."
+    code = ("import sys, json, importlib; out = {}\n"
+            f"for m in {list(mods)!r}: importlib.import_module('transformer_lit.' + m); out[m] = [h for h in {HEAVY!r} if h in sys.modules]\n"
+            "print(json.dumps(out))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
-    assert json.loads(out.strip().splitlines()[-1]) == [], f"import transformer_lit.{mod} loaded {out}"
+    return json.loads(out.strip().splitlines()[-1])
+
+
+IMPORT_ORDER = ["attention", "multihead", "model", "flash"] + [m for m in LIBRARY_MODULES
+                                                               if m not in ("attention", "multihead", "model", "flash", "flash_triton")]
+
+def test_importing_the_library_pulls_no_plotting_or_widgets():
+    """Importing a library module loads none of matplotlib, ipywidgets, IPython, Jupyter. One fresh interpreter imports
+    every module in turn (one torch start-up, not one per module): a module's imports are loaded with it, so if nothing
+    HEAVY is loaded after the last, no module loads any. On a failure, each module is imported alone to name the culprits."""
+    after = _heavy_after_import(IMPORT_ORDER)
+    if after[IMPORT_ORDER[-1]]:
+        alone = {m: _heavy_after_import([m])[m] for m in IMPORT_ORDER}
+        raise AssertionError(f"importing these library modules loads plotting or widget modules: { {m: h for m, h in alone.items() if h} }")

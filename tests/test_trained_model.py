@@ -6,6 +6,7 @@ import pytest
 import torch
 from transformer_lit.checkpoints import from_pretrained
 from transformer_lit.train import Vocab, LMData, evaluate_loss
+from transformer_lit.model import assert_greedy_agrees
 
 MODELS = Path(__file__).resolve().parents[1] / "nbs" / "models"
 MODEL = MODELS / "pydoc-char-llama"
@@ -55,7 +56,9 @@ def test_transformers_loads_the_same_model_and_tokenizer():
         n = ours.config.max_len - prompt.shape[1]                                     # greedy up to the trained context
         test = ours.generate(prompt, n, greedy=True, use_cache=True)
         want = ref.generate(prompt, max_new_tokens=n, do_sample=False)
-    assert torch.equal(test, want)
+    # two libraries' cached float32 decoding: logits within 1e-5 of their scale (asserted above), so the texts agree up to
+    # the first near tie (top-2 gap under twice that) and each stays greedy after it
+    assert_greedy_agrees(ours, test, want, prompt.shape[1], rtol=1e-5)
 
 def test_heldout_loss_is_the_stated_one():
     "float64 makes the sum independent of the machine to about 1e-13; 1e-9 leaves a wide margin. README rounds to 3 decimals."

@@ -19,7 +19,8 @@ from .positional import (LearnedPositionalEmbedding, RotaryEmbedding, Sinusoidal
 
 # %% auto #0
 __all__ = ['POSITIONALS', 'PARAMETER_GROUPS', 'TransformerConfig', 'count_parameters', 'TokenEmbedding', 'Positions',
-           'DecoderOnlyLM', 'unembed', 'lm_loss', 'TransformerStack', 'Transformer', 'parameter_breakdown']
+           'DecoderOnlyLM', 'unembed', 'lm_loss', 'assert_greedy_agrees', 'TransformerStack', 'Transformer',
+           'parameter_breakdown']
 
 # %% ../nbs/09_transformer.ipynb #f4646063
 POSITIONALS = ("sinusoidal", "learned", "rope", "alibi", "none")   # where positions enter: see `Positions`
@@ -321,6 +322,36 @@ def lm_loss(logits: Tensor, # (B, T, V)
     check_targets(targets, logits.shape[:2], logits.shape[-1])
     return _cross_entropy(logits, targets)
 
+
+# %% ../nbs/09_transformer.ipynb #g09agree
+@torch.no_grad()
+def assert_greedy_agrees(forward, # ids (B, T) -> logits (B, T, V): one full forward pass, the reference
+                         a:Tensor, # (B, T) a greedy continuation of the prompts, by one path
+                         b:Tensor, # (B, T) the same prompts continued by another path
+                         prompt_len:int, # the prompts' length; the rest of a and b was generated
+                         atol:float=0.0, # bound on |a path's logits - forward's| ...
+                         rtol:float=0.0): # ... is atol + rtol * max|logits|
+    "Raise `AssertionError` unless `a` and `b` are both greedy for `forward`'s logits up to the bound and equal wherever the choice is clear."
+    check_int("prompt_len", prompt_len, minimum=1, maximum=a.shape[-1])
+    if a.shape != b.shape: raise AssertionError(f"a.shape={tuple(a.shape)} and b.shape={tuple(b.shape)} differ")
+    if not torch.equal(a[:, :prompt_len], b[:, :prompt_len]): raise AssertionError("a and b start from different prompts")
+    if a.shape[1] == prompt_len: return
+    la, lb = (forward(s)[:, prompt_len - 1:-1].double() for s in (a, b))              # (B, n_new, V) teacher-forced
+    bound = atol + rtol * max(la.abs().max().item(), lb.abs().max().item())
+    for name, seq, lg in (("a", a, la), ("b", b, lb)):                                 # each token within the bound of the best
+        short = lg.amax(-1) - lg.gather(-1, seq[:, prompt_len:, None])[..., 0]         # (B, n_new) how far below the best
+        if (short > bound).any():
+            r, t = divmod(int(short.argmax()), short.shape[1])
+            raise AssertionError(f"{name}[{r}, {prompt_len + t}]={int(seq[r, prompt_len + t])} is {short[r, t].item():.3g} "
+                                 f"below the best logit, more than the bound {bound:.3g}: not a greedy choice")
+    top2 = la.topk(2, -1).values                                                       # (B, n_new, 2)
+    clear = (top2[..., 0] - top2[..., 1] > 2 * bound).int().cummin(-1).values.bool()   # (B, n_new) up to the first near tie
+    differ = clear & (a[:, prompt_len:] != b[:, prompt_len:])
+    if differ.any():
+        r, t = divmod(int(differ.int().argmax()), differ.shape[1])
+        raise AssertionError(f"a[{r}, {prompt_len + t}]={int(a[r, prompt_len + t])} != b[{r}, {prompt_len + t}]="
+                             f"{int(b[r, prompt_len + t])} where the two largest logits are more than 2 x {bound:.3g} apart")
+    if not clear[:, 0].any(): raise AssertionError(f"no row's first choice is clear of the bound {bound:.3g}: nothing was compared")
 
 # %% ../nbs/09_transformer.ipynb #24f4143b
 def _check_causal(tgt_mask, tgt_is_causal):
