@@ -203,13 +203,16 @@ def test_a_fresh_run_forms_an_induction_head(trained):
     idx, rep = repeated_segment_batch(128, 64, 64, generator=g)
     with torch.no_grad():
         base = repeat_loss(model, idx, rep).item()
-        with ablate_heads(model, [(1, head)]): ablated = repeat_loss(model, idx, rep).item()
-    assert ablated > base + 1.0                                      # ablating it costs more than a nat per repeated token
+        strong = [(1, h) for h in range(last.shape[1]) if last[1, h] > 10 * even_ind]   # the layer-1 induction heads
+        with ablate_heads(model, strong): ablated = repeat_loss(model, idx, rep).item()
+        with ablate_heads(model, [(0, int(hist["prev"][-1, 0].argmax()))]): no_prev = repeat_loss(model, idx, rep).item()
+    assert ablated > base + 1.0 and no_prev > base + 1.0             # each half of the circuit costs more than a nat per token
     probe = repeated_tokens(32, P, 64, g)
     intact = induction_scores(attention_weights(model, probe)[:, 1, head], P).mean()
     feeder = int(hist["prev"][-1, 0].argmax())
     cut = induction_scores(path_ablated_weights(model, probe, (0, feeder), 1, "key")[:, head], P).mean()
-    assert cut < 0.3 * intact                                        # K-composition with the previous-token head
+    q_cut = induction_scores(path_ablated_weights(model, probe, (0, feeder), 1, "query")[:, head], P).mean()
+    assert cut < 0.5 * intact < q_cut                                # K-composition with the previous-token head (as the chapter)
 
 def test_a_fresh_run_agrees_with_the_saved_sweep(trained):
     saved = json.loads((ROOT / "nbs" / "induction_seeds.json").read_text())
