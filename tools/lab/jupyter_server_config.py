@@ -143,5 +143,5 @@ c.ServerApp.ip = "127.0.0.1"   # this machine only; the login token is printed i
 #    not the site's configuration (the files stay on disk; only Jupyter's listing leaves them out)
 c.LabApp.default_url = "/lab/tree/index.ipynb"
 c.ContentsManager.hide_globs = ["__pycache__", "*.pyc", "*.pyo", ".DS_Store", "*~", ".ipynb_checkpoints",
-                                "_quarto.yml", "nbdev.yml", "sidebar.yml", "styles.css", "_proc", "_docs", ".last_checked"]
+                                "_quarto.yml", "nbdev.yml", "sidebar.yml", "styles.css", "_proc", "_docs", ".last_checked", "social_card.png"]
 
