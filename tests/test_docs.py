@@ -365,3 +365,36 @@ def test_page_weight(nb):
             size += sum(len(v if isinstance(v, str) else json.dumps(v)) for v in o.get('data', {}).values())
             size += len(o.get('text', ''))
     assert size / 2**20 < PAGE_BUDGET_MIB, f"{nb.name}: {size / 2**20:.2f} MiB of outputs, budget {PAGE_BUDGET_MIB} MiB"
+
+FIG_ALT = re.compile(r'^#\|\s*fig-alt:\s*(.+)$', re.M)
+
+@pytest.mark.parametrize('nb', NOTEBOOKS, ids=lambda p: p.name)
+def test_every_figure_has_alt_text(nb):
+    """Every code cell whose saved output holds a picture says what the picture shows (`#| fig-alt:`, which Quarto
+    writes into the page's img alt attribute), among the directives at the top of the cell, as valid YAML."""
+    missing, bad = [], []
+    for c in nbformat.read(nb, as_version=4).cells:
+        if c.cell_type != 'code' or not any(k.startswith('image/') for o in c.get('outputs', []) for k in o.get('data', {})):
+            continue
+        lines = c.source.splitlines()
+        n_head = next((i for i, l in enumerate(lines) if not l.lstrip().startswith('#|')), len(lines))
+        directives = lines[:n_head]
+        m = FIG_ALT.search('\n'.join(directives))
+        if not m: missing.append(c.get('id')); continue
+        alt = yaml.safe_load(f'fig-alt: {m.group(1)}')['fig-alt']
+        if not isinstance(alt, str) or len(alt.split()) < 8: bad.append((c.get('id'), alt))
+    assert not missing, f"{nb.name}: cells with a picture and no `#| fig-alt:` line among their leading directives: {missing}"
+    assert not bad, f"{nb.name}: alt texts too short to describe a picture (or not a string): {bad}"
+
+def test_fig_alt_check_finds_a_missing_alt(tmp_path):
+    "The check above on a notebook with one picture and no alt text, then with one: it fails, then passes."
+    import base64
+    png = base64.b64encode(b'\x89PNG\r\n\x1a\n').decode()
+    cell = nbformat.v4.new_code_cell('plt.plot([1, 2]); plt.show()', outputs=[nbformat.v4.new_output(
+        'display_data', data={'image/png': png, 'text/plain': '<Figure>'})])
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    path = tmp_path/'x.ipynb'; nbformat.write(nb, path)
+    with pytest.raises(AssertionError, match='no `#\\| fig-alt:`'): test_every_figure_has_alt_text(path)
+    cell.source = '#| fig-alt: "A rising straight line from one to two, drawn as a plot."\n' + cell.source
+    nbformat.write(nb, path)
+    test_every_figure_has_alt_text(path)
