@@ -189,7 +189,7 @@ BROKEN_WORDS = """() => {
   for (const td of document.querySelectorAll('main table td, main table th')) {
     const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
     for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-      for (const m of n.data.matchAll(/[A-Za-z][A-Za-z_-]{3,}/g)) {
+      for (const m of n.data.matchAll(/[A-Za-z][A-Za-z_]{3,}/g)) {
         const r = document.createRange(); r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
         const tops = new Set([...r.getClientRects()].filter(b => b.width > 0).map(b => Math.round(b.top)));
         if (tops.size > 1) out.push(m[0]);
@@ -369,12 +369,14 @@ def test_stylesheet_keeps_tables_and_long_code_within_a_phone(tmp_path):
     mods = web_libs(KATEX_FOR_LOCAL_PAGE)
     body = (_markdown_cell_html("index.ipynb", r"^## Chapters") +
             _markdown_cell_html("02_scaling.ipynb", r"\[`torch\.nn\.functional\.scaled_dot_product_attention`\]"))
-    # a narrow main column, like Quarto's at these widths, and a table under an output that hides overflow
+    # a narrow main column, like Quarto's at these widths, a table under an output that hides overflow, and a theme
+    # rule of higher specificity than the site's that would break words anywhere in table links and code
     (tmp_path / "styles.css").write_bytes((NBS / "styles.css").read_bytes())
     (tmp_path / "page.html").write_text(
         "<!doctype html><html><head><meta charset='utf-8'><meta name='viewport' content='width=device-width'>"
         "<link rel='stylesheet' href='styles.css'><style>body{margin:0;font:16px sans-serif} main{margin:0 12px;"
-        "max-width:860px} .cell-output-display{overflow-x:hidden}</style></head><body><main>" + body +
+        "max-width:860px} .cell-output-display{overflow-x:hidden} td a:not(.x), td code:not(.x){word-break:break-all}"
+        "</style></head><body><main>" + body +
         "<div class='cell-output-display'><table><tr>" + "".join(f"<td>column_{i}_of_a_wide_mapping</td>" for i in range(8)) +
         "</tr></table></div></main></body></html>", encoding="utf-8")
     with Server(tmp_path, mods) as base:
