@@ -44,7 +44,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 ERROR_MIME = "application/vnd.jupyter.stderr"   # JupyterLab renders tracebacks (and stderr) with this mime type
 RUN_ALL_TIMEOUT_S = 120                          # generous: the notebooks run here take seconds
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)   # a bound for a heavily loaded machine: each test runs a few small cells
 
 
 def on_ci():
