@@ -1,11 +1,15 @@
-"""End to end: chapter 02 in a real JupyterLab, driven by headless Chromium through Playwright.
+"""End to end: the course in a real JupyterLab, driven by headless Chromium through Playwright.
 
-Starts JupyterLab as `make lab` does (from nbs/, with tools/lab's configuration) on a free localhost
-port with a random token, on temporary copies of nbs/02_scaling.ipynb (nbs/ is never modified).
-Opens the committed notebook and saves it unchanged: the file must stay as committed and the server
-log free of tracebacks. Runs all cells of a copy without outputs, moves the d_k slider of the live
-explorer and checks that the picture changed and that no cell shows an error. Without any server,
-loads the kernel-free frame players' HTML from files and moves every control.
+Starts JupyterLab as `make lab` does (from nbs/, with tools/lab's configuration) on a free localhost port with a
+random token, in a temporary git repository with the course's layout (the repository's nbs/ is never modified).
+Every notebook the browser runs is small, so no test's time follows a chapter's:
+- chapter 02 as committed is opened and saved unchanged (nothing runs): the file must stay as committed;
+- tests/fixtures/run_all.ipynb, a few cells with each kind of output a chapter saves (a timing, an unseeded sample,
+  a plot of random points, a kernel-free player, a live widget), goes through a learner's loop: Run All, move the
+  controls, an autosave, Ctrl+S, `git status` clean, reopen without error text;
+- the cells of chapter 02 that build its live explorer (the chapter's own import and widget cells) run, and moving
+  the d_k slider changes the picture.
+Without any server, the kernel-free frame players' HTML is loaded from files and every control moved.
 
 Needs the system Chromium (`apt-get install -y chromium`, /usr/bin/chromium; never `playwright
 install`). Without it the test is skipped, unless the environment variable CI is set (to anything
@@ -29,15 +33,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = "02_scaling.ipynb"
-RUN_NOTEBOOK = "02_scaling_run.ipynb"            # the same chapter without outputs, to run
+RUN_NOTEBOOK = "02_explorer_run.ipynb"           # chapter 02's cells that build the live explorer, without outputs
+FIXTURE = ROOT / "tests" / "fixtures" / "run_all.ipynb"
+LOOP_NOTEBOOK = "run_all.ipynb"                  # the fixture, committed in the lab's repository
+AUTOSAVE_S = 3                                   # JupyterLab's autosave interval in the lab (120 s by default)
 LAB = ROOT / "tools" / "lab"                      # the configuration `make lab` uses
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
 ERROR_MIME = "application/vnd.jupyter.stderr"   # JupyterLab renders tracebacks (and stderr) with this mime type
-RUN_ALL_TIMEOUT_S = 300                          # generous: a loaded 2-core machine; the test normally takes far less
+RUN_ALL_TIMEOUT_S = 120                          # generous: the notebooks run here take seconds
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(600)   # a bound for a heavily loaded machine: each test runs a few small cells
 
 
 def on_ci():
@@ -64,16 +71,35 @@ def api(base, token, path, method="GET"):
         return r.status, r.read()
 
 
+EXPLORER_CELLS = ("3e225577", "55180496", "3dc83844")   # chapter 02: its test imports, the widgets import, `ui = ExplorerUI(ex)`
+
+
+def explorer_notebook():
+    """Chapter 02's live explorer and only what it needs: the chapter's own cells (by id), with `ex` made by one
+    added line (the chapter builds it among other computations), without outputs, solutions unfolded."""
+    nb = json.loads((ROOT / "nbs" / NOTEBOOK).read_text())
+    by_id = {c["id"]: c for c in nb["cells"]}
+    cells = [by_id[i] for i in EXPLORER_CELLS]
+    made = {"cell_type": "code", "id": "make-ex", "metadata": {}, "execution_count": None, "outputs": [],
+            "source": "from transformer_lit.scaling import ScalingExplorer\nex = ScalingExplorer()"}
+    cells.insert(1, made)
+    for cell in cells:
+        cell["outputs"], cell["execution_count"] = [], None
+        cell["metadata"].pop("jupyter", None)
+    nb["cells"] = cells
+    return nb
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A JupyterLab server started the way `make lab` starts it, on a temporary copy of the course's layout.
 
-    a git repository work/repo with settings.ini, .gitignore and nbs/ (never the repository's nbs/): nbs/models (the trained
-    model), 02_scaling.ipynb exactly as committed
-    (to open and save) and RUN_NOTEBOOK, the same notebook without outputs or prompt numbers (to run, so
-    every number and picture seen comes from this run). The server runs from work/repo/nbs with the
-    repository's tools/lab configuration (its save hook, its settings overrides), after `jupyter trust`.
-    Yields (base_url, token, log_path, repo). Always shut down."""
+    a git repository work/repo with settings.ini, .gitignore and nbs/ (never the repository's nbs/): 02_scaling.ipynb
+    exactly as committed (to open and save), the fixture notebook as committed (the learner's loop) and
+    RUN_NOTEBOOK, chapter 02's cells that build the live explorer, without outputs (to run). The server runs from
+    work/repo/nbs with the repository's tools/lab configuration (its save hook, its settings overrides), after
+    `jupyter trust`, with an autosave interval of AUTOSAVE_S seconds. Yields (base_url, token, log_path, repo).
+    Always shut down."""
     require_browser()
     work = tmp_path_factory.mktemp("lab")
     repo = work / "repo"                       # a git repository with the course's layout: settings.ini, .gitignore, nbs/
@@ -82,13 +108,8 @@ def lab(tmp_path_factory):
     for name in ("settings.ini", ".gitignore"):  # nbdev's cleaning options; what git ignores
         (repo / name).write_bytes((ROOT / name).read_bytes())
     (root / NOTEBOOK).write_bytes((ROOT / "nbs" / NOTEBOOK).read_bytes())
-    nb = json.loads((ROOT / "nbs" / NOTEBOOK).read_text())
-    for cell in nb["cells"]:
-        if cell["cell_type"] == "code":
-            cell["outputs"], cell["execution_count"] = [], None
-        cell["metadata"].pop("jupyter", None)   # solutions expanded: every code cell shows its prompt
-    (root / RUN_NOTEBOOK).write_text(json.dumps(nb))
-    shutil.copytree(ROOT / "nbs" / "models", root / "models")   # the trained model chapter 02 measures, as `make lab` has it
+    (root / LOOP_NOTEBOOK).write_bytes(FIXTURE.read_bytes())
+    (root / RUN_NOTEBOOK).write_text(json.dumps(explorer_notebook()))
     git(repo, "init", "-q"); git(repo, "add", "-A"); git(repo, "commit", "-q", "-m", "as committed")
     # -- user settings of the test only: attach every cell to the DOM (the default windowing may leave
     #    off-screen cells out). News and update checks are off through tools/lab/overrides.json, as in `make lab`.
@@ -96,13 +117,16 @@ def lab(tmp_path_factory):
     (settings / "@jupyterlab" / "notebook-extension").mkdir(parents=True)
     (settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
         json.dumps({"windowingMode": "none"}))
+    (settings / "@jupyterlab" / "docmanager-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "docmanager-extension" / "plugin.jupyterlab-settings").write_text(
+        json.dumps({"autosaveInterval": AUTOSAVE_S}))
     token, port = secrets.token_hex(24), free_port()
     env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}   # the kernel shows figures inline, like a learner's
     env.update(JUPYTER_CONFIG_DIR=str(work / "config"), JUPYTER_RUNTIME_DIR=str(work / "runtime"),
                JUPYTER_DATA_DIR=str(work / "data"),
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p))
     # -- as `make lab` does: trust the notebooks, then start from nbs/ with the course's configuration
-    subprocess.run([sys.executable, "-m", "jupyter", "trust", NOTEBOOK, RUN_NOTEBOOK], cwd=root, env=env,
+    subprocess.run([sys.executable, "-m", "jupyter", "trust", NOTEBOOK, LOOP_NOTEBOOK, RUN_NOTEBOOK], cwd=root, env=env,
                    check=True, capture_output=True)
     log_path = work / "jupyterlab.log"
     log = open(log_path, "wb")
@@ -159,9 +183,9 @@ def log_problems(log_path):
     return [l for l in lines if re.search(r"Traceback|Error|failed|is not trusted", l)]
 
 
-def open_notebook(page, base, token, name):
-    "Open a notebook in JupyterLab and wait until all its code cells are in the page; returns their number."
-    n_code = sum(c["cell_type"] == "code" for c in json.loads((ROOT / "nbs" / NOTEBOOK).read_text())["cells"])
+def open_notebook(page, base, token, name, root):
+    "Open notebook `name` (a file in `root`) in JupyterLab and wait until all its code cells are in the page; returns their number."
+    n_code = sum(c["cell_type"] == "code" for c in json.loads((root / name).read_text())["cells"])
     page.goto(f"{base}/lab/tree/{name}?reset&token={token}")   # reset: only this notebook open, whatever ran before
     page.wait_for_function("n => document.querySelectorAll('.jp-Notebook .jp-CodeCell').length === n", arg=n_code)
     return n_code
@@ -246,7 +270,7 @@ def lab_page(lab, name):
         try:
             page = browser.new_page(viewport={"width": 1500, "height": 1100})
             page.set_default_timeout(60_000)
-            open_notebook(page, base, token, name)
+            open_notebook(page, base, token, name, lab[3] / "nbs")
             wait_for_idle_kernel(base, token, timeout_s=90)
             yield page
         finally:
@@ -279,35 +303,68 @@ def test_open_and_save_leave_the_notebook_unchanged(lab):
     assert not (repo / "nbs" / ".last_checked").exists()              # (git ignores it: nbdev_trust's post-merge hook writes it)
 
 
+def _screen_text(page):
+    return page.locator(".jp-Notebook").inner_text()
+
+
 def test_run_all_change_a_control_save_and_reopen(lab):
-    """The learner's loop on the committed chapter 02: open (the tab is not marked unsaved), Run All, move the live
-    explorer's d_k slider, save. The file is what git has (no widget-view output, solutions still folded, streams as
-    committed) and `git status` is clean; reopened, no cell says "Error displaying widget"."""
+    """A learner's loop on a committed notebook with every kind of output a chapter saves (tests/fixtures/run_all.ipynb):
+    open (not marked unsaved), Run All, move the kernel-free player and the live widget, let JupyterLab autosave,
+    Ctrl+S. The screen shows this run's outputs (a new timing, sample, plot and stamp), yet the file stays byte for
+    byte what git has and `git status` is clean; reopened, the notebook shows no error text and is not marked unsaved."""
     base, token, log_path, repo = lab
-    path = repo / "nbs" / NOTEBOOK
+    path = repo / "nbs" / LOOP_NOTEBOOK
     committed = path.read_bytes()
-    with lab_page(lab, NOTEBOOK) as page:
-        time.sleep(2)
+    saved_stamp = re.search(r"run stamp: (\d+)", committed.decode()).group(1)
+    with lab_page(lab, LOOP_NOTEBOOK) as page:
+        time.sleep(1)
         assert page.locator(".lm-TabBar-tab.jp-mod-dirty").count() == 0, "the notebook opened marked unsaved"
         page.locator(".jp-Notebook .jp-Cell").first.click()
         run_all(page, log_path)
-        wait_for_idle_kernel(base, token, timeout_s=120)
+        wait_for_idle_kernel(base, token, timeout_s=60)
         assert errors(page) == []
-        handle = page.locator(".scaling-explorer-dk .noUi-handle")
+        # -- the screen shows this run: a new stamp (the file's is the committed one)
+        stamp = re.search(r"run stamp: (\d+)", _screen_text(page)).group(1)
+        assert stamp != saved_stamp
+        # -- the kernel-free player: its range input moves the picture
+        player = page.locator(".jp-Notebook .tl-player").first
+        page.wait_for_function("el => el.dataset.ready === '1'", arg=player.element_handle())
+        before = player.locator("img.tlp-frame").get_attribute("src")
+        player.locator("input[data-axis='0']").focus()
+        page.keyboard.press("End")                                   # n = 4
+        assert player.locator("input[data-axis='0']").input_value() == "3"
+        assert player.locator("img.tlp-frame").get_attribute("src") != before
+        # -- the live widget: its slider (keyboard, as a learner would) changes the label the kernel updates
+        handle = page.locator(".jp-Notebook .widget-slider .noUi-handle").first
         handle.scroll_into_view_if_needed()
         handle.focus()
         page.keyboard.press("End")
-        page.wait_for_function("t => document.body.innerText.includes(t)", arg="d_k=1024,")
+        page.wait_for_function("() => document.body.innerText.includes('n = 9')")
+        # -- an autosave (the notebook is unsaved after Run All), then Ctrl+S
+        mtime = path.stat().st_mtime_ns
+        deadline = time.monotonic() + AUTOSAVE_S + 30
+        while path.stat().st_mtime_ns == mtime:
+            assert time.monotonic() < deadline, f"no autosave within {AUTOSAVE_S + 30} s"
+            time.sleep(0.2)
+        time.sleep(0.5)
+        assert path.read_bytes() == committed, f"the autosave changed the notebook:\n{diff_text(committed, path.read_bytes())}"
         save_and_wait(page, path)
         saved = path.read_bytes()
         assert saved == committed, f"Run All and save changed the notebook:\n{diff_text(committed, saved)}"
         assert git(repo, "status", "--porcelain") == ""
-        # -- reopen: the saved notebook shows no widget error
+        assert "n = 9" in _screen_text(page) and stamp in _screen_text(page)   # still what the learner computed
+        # -- reopen: the saved notebook shows no error text and is not marked unsaved
         page.goto("about:blank")
-        open_notebook(page, base, token, NOTEBOOK)
-        time.sleep(2)
-        assert page.get_by_text("Error displaying widget").count() == 0
-        assert page.get_by_text("model not found").count() == 0
+        open_notebook(page, base, token, LOOP_NOTEBOOK, repo / "nbs")
+        wait_for_idle_kernel(base, token, timeout_s=60)
+        time.sleep(1)
+        text = _screen_text(page)
+        for bad in ("Error displaying widget", "model not found", "Traceback", "Error"):
+            assert bad not in text, f"the reopened notebook shows {bad!r}"
+        assert errors(page) == []
+        assert page.locator(".lm-TabBar-tab.jp-mod-dirty").count() == 0, "the reopened notebook is marked unsaved"
+        assert f"run stamp: {saved_stamp}" in text
+    assert path.read_bytes() == committed and git(repo, "status", "--porcelain") == ""
     assert log_problems(log_path) == [], "\n".join(log_problems(log_path))
 
 
@@ -324,7 +381,7 @@ def test_explorer_in_jupyterlab(lab):
         try:
             page = browser.new_page(viewport={"width": 1500, "height": 1100})
             page.set_default_timeout(60_000)
-            n_code = open_notebook(page, base, token, RUN_NOTEBOOK)
+            n_code = open_notebook(page, base, token, RUN_NOTEBOOK, repo / "nbs")
             phase("notebook open")
 
             # -- wait for the notebook's kernel to be idle: a Run All sent earlier may be lost on a slow machine

@@ -89,13 +89,19 @@ def test_view_source_links_point_into_nbs():
     assert url == 'https://github.com/transformer-lit/transformer_lit/blob/main/nbs/02_scaling.ipynb', url
     assert (ROOT/url.split('/blob/main/')[1]).exists()
 
-def test_katex_is_pinned():
-    "No `katex@latest`: the math renderer is a fixed KaTeX release."
+def test_math_method_is_the_plain_katex_string():
+    """`html-math-method: katex`, the string: only then does Quarto hide require.js's `define` while KaTeX loads.
+    The object form (`{method: katex, url: ...}`) leaves KaTeX to register as an AMD module on every page that loads
+    require.js (those with the kernel-free players), and their formulas stay raw TeX. The KaTeX release is the one
+    built into pandoc, so it is fixed by the Quarto version the workflows install."""
     q, _ = _site_config()
-    math = q['format']['html']['html-math-method']
-    assert isinstance(math, dict) and math['method'] == 'katex', math
-    assert re.fullmatch(r'https://cdn\.jsdelivr\.net/npm/katex@\d+\.\d+\.\d+/dist/', math['url']), math['url']
+    assert q['format']['html']['html-math-method'] == 'katex', q['format']['html']['html-math-method']
     assert 'katex@latest' not in (ROOT/'_quarto.yml').read_text()
+    for wf in ('deploy.yaml', 'test.yaml'):
+        steps = yaml.safe_load((ROOT/'.github'/'workflows'/wf).read_text())['jobs']
+        setups = [s for job in steps.values() for s in job['steps'] if 'quarto-actions/setup' in s.get('uses', '')]
+        assert setups and all(re.fullmatch(r'\d+\.\d+\.\d+', str(s.get('with', {}).get('version', ''))) for s in setups), \
+            f"{wf}: Quarto (and with it KaTeX) must be a pinned version: {setups}"
 
 def _css_rules(css):
     "selector -> declarations of a flat stylesheet (comments removed)."
@@ -127,10 +133,27 @@ def test_make_docs_leaves_readme_and_root_alone(tmp_path, monkeypatch):
     monkeypatch.setattr(nq, '_sprun', commands.append)
     monkeypatch.setattr(nq, 'nbdev_readme', types.SimpleNamespace(__wrapped__=lambda **kw: readme_calls.append(kw)))
     monkeypatch.setattr(nq, 'nbdev_contributing', types.SimpleNamespace(__wrapped__=lambda **kw: None))
+    cards = []
+    monkeypatch.setattr(docs_tool, 'write_social_card', lambda: cards.append(1))
     docs_tool.main()
+    assert cards == [1]                                                  # the social card is written before the render
     assert readme_calls == [] and commands == [f'cd "{cache}" && quarto render --no-cache'], (readme_calls, commands)
     assert (cfg.config_path/'_docs'/'index.html').exists()            # the site, moved where nbdev puts it
     assert (ROOT/'README.md').read_bytes() == readme and not (ROOT/'index_files').exists()
+
+def test_every_page_names_the_social_card_written_from_the_index(tmp_path):
+    """`image:` in _quarto.yml gives every page its social-card picture (else Quarto takes a page's first picture, a
+    data URI on the players' pages); tools/docs.py writes that file from the index's first figure, and Quarto copies it."""
+    import base64
+    import docs as docs_tool
+    q = yaml.safe_load((ROOT/'_quarto.yml').read_text())
+    assert q['image'] == docs_tool.CARD and docs_tool.CARD in q['project']['resources']
+    (tmp_path/'index.ipynb').write_bytes((NBS/'index.ipynb').read_bytes())
+    card = docs_tool.write_social_card(tmp_path)
+    cells = json.loads((NBS/'index.ipynb').read_text())['cells']
+    first = next(o['data']['image/png'] for c in cells for o in c.get('outputs', []) if 'image/png' in o.get('data', {}))
+    assert card.read_bytes() == base64.b64decode(''.join(first)) and card.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    assert subprocess.run(['git', 'check-ignore', '-q', f'nbs/{docs_tool.CARD}'], cwd=ROOT).returncode == 0
 
 def test_nbdev_yml_is_what_nbdev_docs_would_write():
     from nbdev.quarto import _nbdev_yml
@@ -342,3 +365,36 @@ def test_page_weight(nb):
             size += sum(len(v if isinstance(v, str) else json.dumps(v)) for v in o.get('data', {}).values())
             size += len(o.get('text', ''))
     assert size / 2**20 < PAGE_BUDGET_MIB, f"{nb.name}: {size / 2**20:.2f} MiB of outputs, budget {PAGE_BUDGET_MIB} MiB"
+
+FIG_ALT = re.compile(r'^#\|\s*fig-alt:\s*(.+)$', re.M)
+
+@pytest.mark.parametrize('nb', NOTEBOOKS, ids=lambda p: p.name)
+def test_every_figure_has_alt_text(nb):
+    """Every code cell whose saved output holds a picture says what the picture shows (`#| fig-alt:`, which Quarto
+    writes into the page's img alt attribute), among the directives at the top of the cell, as valid YAML."""
+    missing, bad = [], []
+    for c in nbformat.read(nb, as_version=4).cells:
+        if c.cell_type != 'code' or not any(k.startswith('image/') for o in c.get('outputs', []) for k in o.get('data', {})):
+            continue
+        lines = c.source.splitlines()
+        n_head = next((i for i, l in enumerate(lines) if not l.lstrip().startswith('#|')), len(lines))
+        directives = lines[:n_head]
+        m = FIG_ALT.search('\n'.join(directives))
+        if not m: missing.append(c.get('id')); continue
+        alt = yaml.safe_load(f'fig-alt: {m.group(1)}')['fig-alt']
+        if not isinstance(alt, str) or len(alt.split()) < 8: bad.append((c.get('id'), alt))
+    assert not missing, f"{nb.name}: cells with a picture and no `#| fig-alt:` line among their leading directives: {missing}"
+    assert not bad, f"{nb.name}: alt texts too short to describe a picture (or not a string): {bad}"
+
+def test_fig_alt_check_finds_a_missing_alt(tmp_path):
+    "The check above on a notebook with one picture and no alt text, then with one: it fails, then passes."
+    import base64
+    png = base64.b64encode(b'\x89PNG\r\n\x1a\n').decode()
+    cell = nbformat.v4.new_code_cell('plt.plot([1, 2]); plt.show()', outputs=[nbformat.v4.new_output(
+        'display_data', data={'image/png': png, 'text/plain': '<Figure>'})])
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    path = tmp_path/'x.ipynb'; nbformat.write(nb, path)
+    with pytest.raises(AssertionError, match='no `#\\| fig-alt:`'): test_every_figure_has_alt_text(path)
+    cell.source = '#| fig-alt: "A rising straight line from one to two, drawn as a plot."\n' + cell.source
+    nbformat.write(nb, path)
+    test_every_figure_has_alt_text(path)

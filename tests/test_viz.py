@@ -330,3 +330,56 @@ def test_attention_explorer_stores_the_weights_rounded():
     zero = viz.AttentionExplorer([["p", "q"]], [torch.zeros(1, 1, 2, 2)])             # a fully masked row: all zeros, stored empty
     assert zero.maps[0][0][0] == [[], []] and not zero.weights(0, 0, 0).any()
     assert "</script>" not in viz.AttentionExplorer([["</", "script>"]], [torch.eye(2)[None, None]]).html().split('class="tla-data">')[1].split("</script>")[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Same content, same bytes: a re-run that computes the same pictures writes the same player
+
+
+def _chunks(png):
+    "The chunk types of a PNG file, in order."
+    import struct
+    out, i = [], 8
+    while i < len(png):
+        n, = struct.unpack(">I", png[i:i + 4]); out.append(png[i + 4:i + 8].decode()); i += 12 + n
+    return out
+
+
+def _bars(n, colour="C0"):
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(2, 1), dpi=50)
+    fig.subplots().bar(range(n), range(1, n + 1), color=colour)
+    return fig
+
+
+def test_frames_are_the_same_bytes_for_the_same_picture():
+    """Two figures drawn alike encode to the same PNG bytes, and the bytes name no matplotlib version (no tEXt
+    Software chunk), so the same picture gives the same frame under another matplotlib release too."""
+    a, b = viz._png_bytes(_bars(3)), viz._png_bytes(_bars(3))
+    assert a == b and a[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "tEXt" not in _chunks(a) and b"Software" not in a and b"Matplotlib" not in a
+    assert viz._png_bytes(_bars(4)) != a                                   # a different picture, different bytes
+
+
+def test_the_same_frames_in_another_process_give_the_same_player(tmp_path):
+    "A player built in a fresh Python process from the same render function is the same HTML, byte for byte."
+    import subprocess, sys
+    code = ("import matplotlib; matplotlib.use('Agg'); from matplotlib.figure import Figure\n"
+            "from transformer_lit.viz import FramePlayer\n"
+            "def bars(n):\n    fig = Figure(figsize=(2, 1), dpi=50)\n    fig.subplots().bar(range(n), range(1, n + 1), color='C0')\n    return fig\n"
+            "import sys; sys.stdout.write(FramePlayer({'n': [1, 2, 3]}, bars).html())")
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert other == viz.FramePlayer({"n": [1, 2, 3]}, _bars).html()
+
+
+def test_player_ids_follow_the_content():
+    """The element id a player's script finds itself by is derived from its frames and captions: the same content
+    gives the same id (no fresh id per run for git to see), a different frame or caption a different one."""
+    import re
+    ident = lambda p: re.search(r'class="tl-player" id="(tlp-[0-9a-f]+)"', p.html()).group(1)
+    base = viz.FramePlayer({"n": [1, 2, 3]}, _bars)
+    assert ident(base) == ident(viz.FramePlayer({"n": [1, 2, 3]}, _bars))
+    assert ident(base) != ident(viz.FramePlayer({"n": [1, 2, 3]}, lambda n: _bars(n, "C3")))
+    assert ident(base) != ident(viz.FramePlayer({"n": [1, 2, 3]}, _bars, caption=lambda n: f"{n} bars"))
+    script = base.html().split("<script>", 1)[-1] if "<script>" in base.html() else base.html().rsplit("<script", 1)[-1]
+    assert ident(base) in script                                               # the script finds its player by that id

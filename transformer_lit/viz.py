@@ -118,8 +118,8 @@ def heatmap_grid(maps, # a sequence of (Lq, Lk) maps, or a tensor (N, Lq, Lk)
 # %% ../nbs/viz.ipynb #0afda0c0
 def _png_bytes(frame, dpi=None, colors=None)->bytes:
     "PNG bytes of a frame given as PNG bytes or a matplotlib Figure, reduced to `colors` palette colours if given."
-    if hasattr(frame, 'savefig'):
-        buf = io.BytesIO(); frame.savefig(buf, format='png', dpi=dpi); frame = buf.getvalue()
+    if hasattr(frame, 'savefig'):   # no Software text chunk (it names matplotlib's version): same picture, same bytes
+        buf = io.BytesIO(); frame.savefig(buf, format='png', dpi=dpi, metadata={'Software': None}); frame = buf.getvalue()
     if not isinstance(frame, (bytes, bytearray)) or bytes(frame[:8]) != _PNG_MAGIC:
         raise TypeError(f"render returned {type(frame).__name__}: it must return PNG bytes or a matplotlib Figure")
     if colors is None: return bytes(frame)

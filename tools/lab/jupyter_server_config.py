@@ -1,7 +1,7 @@
 # The course's Jupyter server configuration. `make lab` starts JupyterLab from nbs/ with
 # `--config=tools/lab/jupyter_server_config.py` (this file, instead of the user's own server config)
 # and `--LabApp.app_settings_dir=tools/lab` (overrides.json: no news pop-up, no update check,
-# no widget state saved into the notebooks).
+# no widget state saved into the notebooks, a notebook's kernel shut down when its tab closes).
 import functools
 import importlib.util
 from pathlib import Path
@@ -53,7 +53,9 @@ def nbdev_clean_jupyter(model=None, path=None, contents_manager=None, **kwargs):
     tools = _run_nb()                 # the rules tools/run_nb.py saves executed notebooks with, so both agree
     tools.drop_widgets(cells)         # a widget's view needs the kernel that made it ("Error displaying widget")
     tools.merge_streams(cells)
-    _keep_folding(cells, path)
+    on_disk = _cells_on_disk(path)
+    _keep_unchanged_outputs(cells, on_disk)
+    _keep_folding(cells, on_disk)
 
 
 @functools.lru_cache(maxsize=1)
@@ -65,17 +67,54 @@ def _run_nb():
     return module
 
 
-def _keep_folding(cells, path):
+def _cells_on_disk(path):
+    "The cells of the notebook file as it is before this save (nbformat's form: sources and texts as strings), or []."
+    try:
+        import json
+        cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
+    except Exception:  # a new notebook, or not one this hook can read: nothing to keep
+        return []
+    for cell in cells:  # multi-line strings are stored as lists of lines; the front end sends them whole
+        cell["source"] = _source(cell)
+        for o in cell.get("outputs", []):
+            if isinstance(o.get("text"), list):
+                o["text"] = "".join(o["text"])
+            for mime, value in (o.get("data") or {}).items():
+                if isinstance(value, list):
+                    o["data"][mime] = "".join(value)
+    return cells
+
+
+def _source(cell):
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def _keep_unchanged_outputs(cells, on_disk):
+    """Re-running unchanged code does not rewrite the file: while the cells read the same as in the file on disk
+    (same id, type and source, and so every cell above them too), a code cell keeps the outputs the file has.
+
+    The screen shows what the learner just computed; the file keeps the course's outputs for code the learner has
+    not changed, so Run All, autosave and Ctrl+S leave `git status` clean on any machine (pictures drawn on another
+    CPU, timings and samples differ in their last bits, which git would otherwise see). From the first cell the
+    learner changed, added, removed or moved, every cell below saves the outputs of the learner's run: they may
+    depend on the change."""
+    for cell, disk in zip(cells, on_disk):
+        if (cell.get("id") != disk.get("id") or cell.get("cell_type") != disk.get("cell_type")
+                or _source(cell) != _source(disk)):
+            return
+        if cell.get("cell_type") == "code":
+            import copy
+            cell["outputs"] = copy.deepcopy(disk.get("outputs", []))
+            cell["execution_count"] = disk.get("execution_count")
+
+
+def _keep_folding(cells, on_disk):
     """Put back the folding (`jupyter.source_hidden` / `outputs_hidden`) a cell has in the file on disk.
 
     JupyterLab unfolds a cell's outputs whenever the cell runs and a markdown cell's source when it renders, so
     after Run All the exercise solutions would be saved unfolded and show unfolded on the next visit. Folding is
     only ever added back, never removed: a cell the learner folds stays folded."""
-    try:
-        import json
-        on_disk = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
-    except Exception:  # a new notebook, or not one this hook can read: nothing to keep
-        return
     folded = {c.get("id"): c["metadata"]["jupyter"] for c in on_disk
               if c.get("id") and isinstance(c.get("metadata", {}).get("jupyter"), dict)}
     for cell in cells:
@@ -137,11 +176,21 @@ def _add_kernel_metadata(nb, kernel_spec_manager):
 
 
 c.ServerApp.contents_manager_class = CourseContentsManager
+
+# -- kernels: every notebook opened starts one. Closing a notebook's tab shuts its kernel down (overrides.json,
+#    `kernelShutdown`); a kernel that has run nothing for an hour is shut down too, tab open or not (a tab left open
+#    in another window, a browser closed without closing tabs), so a learner who moves through the chapters does not
+#    end with a kernel per chapter. A culled kernel loses its variables only: the tab offers a new kernel, the saved
+#    outputs stay, and a chapter's Run All rebuilds the rest.
+c.MappingKernelManager.cull_idle_timeout = 60 * 60
+c.MappingKernelManager.cull_interval = 5 * 60
+c.MappingKernelManager.cull_connected = True
+c.MappingKernelManager.cull_busy = False
 c.ServerApp.ip = "127.0.0.1"   # this machine only; the login token is printed in the terminal
 
 # -- the start page: the printed link opens the course's index, and the learner's file browser shows the chapters,
 #    not the site's configuration (the files stay on disk; only Jupyter's listing leaves them out)
 c.LabApp.default_url = "/lab/tree/index.ipynb"
 c.ContentsManager.hide_globs = ["__pycache__", "*.pyc", "*.pyo", ".DS_Store", "*~", ".ipynb_checkpoints",
-                                "_quarto.yml", "nbdev.yml", "sidebar.yml", "styles.css", "_proc", "_docs", ".last_checked"]
+                                "_quarto.yml", "nbdev.yml", "sidebar.yml", "styles.css", "_proc", "_docs", ".last_checked", "social_card.png"]
 
