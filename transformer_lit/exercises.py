@@ -79,15 +79,16 @@ def expect_close(what:str, # what was computed, as the message should name it ("
                 ):
     "Raise `ExerciseFailed` naming `what`, the expected and the received value unless they agree within `tol`, widened to the answer's rounding."
     if tol == 0 and not isinstance(expected, torch.Tensor) and float(expected) == int(expected): return expect_equal(what, got, int(expected))
-    e = torch.as_tensor(expected).detach().to("cpu", torch.float64)
+    e, edtype = as_answer(f"the reference value of {what}", expected)   # a float32 reference carries its own rounding
     t, dtype = as_answer(what, got)
-    if answer is not None and isinstance(answer, torch.Tensor): dtype = answer.dtype
+    if answer is not None: dtype = as_answer(what, answer)[1]
     if e.dim() == 0 and t.numel() == 1: t = t.reshape(())
     if t.shape != e.shape:
         raise ExerciseFailed(f"expected {what} of shape {tuple(e.shape)}, got {_describe(got)}" + ("" if t.dim() else f": {_num(t)}"))
     finite = torch.isfinite(e)
     scale = max(1.0, float(e[finite].abs().max()) if finite.any() else 1.0)
-    allow = max(tol, rounding_allowance(dtype, scale) if dtype is None or dtype.is_floating_point else tol)
+    allow = max(tol, rounding_allowance(dtype, scale) if dtype is None or dtype.is_floating_point else tol,
+                rounding_allowance(edtype, scale) if edtype is not None and edtype.is_floating_point else tol)
     diff = torch.where(t == e, 0.0, (t - e).abs()).nan_to_num(math.inf)           # equal infinities agree (a -inf mask)
     if float(diff.max()) <= allow: return
     low = dtype is not None and dtype.is_floating_point and torch.finfo(dtype).bits < 32
@@ -96,9 +97,14 @@ def expect_close(what:str, # what was computed, as the message should name it ("
     hint = (f" — {name} keeps about {int(-math.log10(torch.finfo(dtype).eps))} significant digits; compute in float32 or float64" if low
             else f" — {name} holds whole numbers only; compute in float32 or float64" if whole else "")
     within = f" (within {allow:.2g}" + (f", the rounding of {'float32' if low else name})" if allow > tol else ")")
-    if e.dim() == 0: raise ExerciseFailed(f"expected {what} ≈ {_num(e)}{within}, got {_num(t)}{hint}")
+    if e.dim() == 0:
+        a, b = _num(t), _num(e)
+        if a == b: a, b = f"{float(t):.10g}", f"{float(e):.10g}"               # close: enough digits to tell them apart
+        raise ExerciseFailed(f"expected {what} ≈ {b}{within}, got {a}{hint}")
     i = tuple(int(j) for j in torch.unravel_index(diff.argmax(), diff.shape))
-    raise ExerciseFailed(f"expected {what}{within}; the largest difference is at index {i}: {_num(t[i])} instead of {_num(e[i])}{hint}")
+    a, b = _num(t[i]), _num(e[i])
+    if a == b: a, b = f"{float(t[i]):.10g}", f"{float(e[i]):.10g}"          # close: enough digits to tell them apart
+    raise ExerciseFailed(f"expected {what}{within}; the largest difference is at index {i}: {a} instead of {b}{hint}")
 
 # %% ../nbs/exercises.ipynb #e22c1747
 def _run(check, answer):
