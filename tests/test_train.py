@@ -455,8 +455,8 @@ def test_cli_shows_predictions_then_the_summary(module):
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.strip().splitlines()
     summary = __import__("json").loads(lines[-1])
-    assert lines[-4:-1] == summary["samples"] and all(" -> " in l for l in summary["samples"])
-    assert all(l.endswith("(right)") or "(wrong, expected " in l for l in summary["samples"])
+    assert lines[-8:-2] == summary["samples"] and all(" -> " in l for l in summary["samples"])   # then the exact-match line
+    assert all((l.startswith("✓ ") and "(expected " not in l) or (l.startswith("✗ ") and "(expected " in l) for l in summary["samples"])
 
 def test_cli_charlm_generates_text():
     summary = main(["charlm", "--steps", "2", "--batch-size", "8", "--warmup", "2", "--d-model", "16", "--heads", "2", "--layers", "1",
@@ -471,8 +471,9 @@ def test_sample_predictions_marks_right_and_wrong():
     lines = sample_predictions(model, data, n=4)
     assert len(lines) == 4
     for line, (src, tgt) in zip(lines, zip(data.src, data.tgt)):
-        assert line.startswith(data.vocab.decode(src) + " -> ")
-        assert line.endswith("(right)") == (f"-> {data.vocab.decode(tgt)}  (" in line)
+        assert line[2:].startswith(data.vocab.decode(src) + " -> ")
+        assert line.startswith("✓ ") == line.endswith(f" -> {data.vocab.decode(tgt)}")       # ✓ exactly when the target came out
+        assert line.startswith("✓ ") != line.endswith(f"  (expected {data.vocab.decode(tgt)})")
     with pytest.raises(TypeError, match=r"^data must be a Seq2SeqData or an LMData, got list"): sample_predictions(model, [1])
 
 # ---- activation checkpointing memory, in live tensors

@@ -4,7 +4,7 @@
 
 # %% ../nbs/13_training_at_scale.ipynb #c12a0004
 from __future__ import annotations
-import argparse, json, os, socket, sys, tempfile, time, traceback
+import argparse, json, math, os, socket, sys, tempfile, time, traceback
 from pathlib import Path
 import torch
 import torch.nn as nn
@@ -16,7 +16,7 @@ from .train import (TASKS, PRECISIONS, PARALLEL, TrainConfig, Seq2SeqData, LMDat
     exact_match, greedy_translate, make_model, make_task, model_blocks, parallel_mode, set_checkpointing, train, world)
 
 # %% auto #0
-__all__ = ['peak_live_bytes', 'step_memory', 'launch', 'train_job', 'sample_predictions', 'main']
+__all__ = ['PROGRESS_SECONDS', 'peak_live_bytes', 'step_memory', 'launch', 'train_job', 'sample_predictions', 'main']
 
 # %% ../nbs/13_training_at_scale.ipynb #c12a0009
 def peak_live_bytes(fn, # called with no arguments; the CPU allocations it makes are counted
@@ -118,23 +118,37 @@ def train_job(spec: dict, # task, n_train, d_model, n_heads, n_layers, dropout, 
                 params={k: v.detach().cpu() for k, v in full.items()})
 
 # %% ../nbs/13_training_at_scale.ipynb #c12a0013
+def _text_prompt(data, n: int) -> int:
+    "Where a prompt of n characters starts in LM data: the first line start followed by n characters of text (few spaces, no line break)."
+    ids = data.ids[:200_000]
+    text = data.vocab.decode(ids)
+    if len(text) != len(ids): return 0                                              # not one character per token
+    for i in range(len(text) - n):
+        if (i == 0 or text[i - 1] == "\n") and not text[i].isspace():
+            w = text[i:i + n]
+            if "\n" not in w and w.count(" ") <= n // 4: return i
+    return 0
+
 @torch.no_grad()
 def sample_predictions(model: nn.Module, # a trained Transformer (seq2seq data) or DecoderOnlyLM (LM data), not sharded
                        data, # the validation Seq2SeqData or LMData
-                       n: int=3, # examples (seq2seq) or characters of prompt (LM: it continues up to max_len)
+                       n: int=6, # examples (seq2seq: the first n, each marked ✓ or ✗) or characters of prompt (LM: it continues up to max_len)
                        device="cpu", seed: int=0, # seeds the sampling of the LM
                       ) -> list: # lines of text
-    "What the model does: `n` examples greedily decoded against their targets, or a sampled continuation of a validation prompt."
+    "What the model does: the first `n` validation examples greedily decoded, each marked right (✓) or wrong (✗), or a sampled continuation of a line of validation text."
     _check_model(model); _check_type("data", data, (Seq2SeqData, LMData), "a Seq2SeqData or an LMData"); check_int("n", n)
     was = model.training; model.eval()
     if isinstance(data, Seq2SeqData):
         sep = " " if any(len(t) > 1 for t in data.vocab.itos[3:]) else ""          # words or letters
         idx = list(range(min(n, len(data))))
         preds = greedy_translate(model, data, idx, device)
-        lines = [f"{data.vocab.decode(data.src[i], sep)} -> {data.vocab.decode(p, sep)}  "
-                 f"({'right' if p == data.tgt[i] else 'wrong, expected ' + data.vocab.decode(data.tgt[i], sep)})" for i, p in zip(idx, preds)]
+        lines = [f"✓ {data.vocab.decode(data.src[i], sep)} -> {data.vocab.decode(p, sep)}" if p == data.tgt[i] else
+                 f"✗ {data.vocab.decode(data.src[i], sep)} -> {data.vocab.decode(p, sep)}  (expected {data.vocab.decode(data.tgt[i], sep)})"
+                 for i, p in zip(idx, preds)]
     else:
-        prompt = data.ids[:n][None].to(device)                                     # (1, n)
+        n = min(n, model.config.max_len - 1)
+        start = _text_prompt(data, n)                                               # a line of text, not indentation
+        prompt = data.ids[start:start + n][None].to(device)                         # (1, n)
         g = torch.Generator(device=device).manual_seed(seed)
         out = model.generate(prompt, model.config.max_len - n, temperature=0.8, generator=g)   # learned positions end at max_len
         lines = [f"prompt {data.vocab.decode(out[0, :n])!r} -> {data.vocab.decode(out[0, n:])!r}"]
@@ -142,79 +156,149 @@ def sample_predictions(model: nn.Module, # a trained Transformer (seq2seq data) 
     return lines
 
 # %% ../nbs/13_training_at_scale.ipynb #09f99a43
+PROGRESS_SECONDS = 10.0   # with --no-progress: a line of progress at most this often
+
+def _number(kind, low, low_open=False, high=None):
+    "An argparse type: a value of `kind` (int or float) >= low (> low when low_open) and < high; its error names the rule."
+    rule = (f"a positive integer" if kind is int and low == 1 else f"an integer >= {low}" if kind is int else
+            f"a number in [{low}, {high})" if high is not None else f"a finite number {'>' if low_open else '>='} {low}")
+    def parse(text):
+        try: v = kind(text)
+        except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not {rule}") from None
+        if not math.isfinite(v) or v < low or (low_open and v == low) or (high is not None and v >= high):
+            raise argparse.ArgumentTypeError(f"{text} is not {rule}")
+        return v
+    parse.__name__ = rule
+    return parse
+
 def _parser() -> argparse.ArgumentParser:
     d = TrainConfig()
+    pos, count = _number(int, 1), _number(int, 0)
     p = argparse.ArgumentParser(prog="python -m transformer_lit.at_scale", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
                                 description="Train a small Transformer on a built-in task, show a few of its predictions and print a JSON summary. "
                                             "Under torchrun (WORLD_SIZE > 1) every process trains its share of the batch.")
     p.add_argument("task", choices=TASKS, help="reverse/copy: letter strings; translate: number words to digits; charlm: characters of the standard library")
     g = p.add_argument_group("training")
-    g.add_argument("--steps", type=int, default=d.steps, help="optimizer steps in total")
-    g.add_argument("--batch-size", type=int, default=d.batch_size, help="global batch (examples per step, all processes)")
-    g.add_argument("--warmup", type=int, default=d.warmup, help="warm-up steps: the learning rate rises until this step")
-    g.add_argument("--lr-factor", type=float, default=d.lr_factor, help="multiplies the inverse-square-root schedule")
-    g.add_argument("--label-smoothing", type=float, default=d.label_smoothing, help="label smoothing of the training loss")
-    g.add_argument("--clip", type=float, default=d.clip, help="max global gradient norm")
-    g.add_argument("--eval-every", type=int, default=200, help="validate (and checkpoint) every this many steps")
-    g.add_argument("--seed", type=int, default=d.seed, help="seeds data, model, batches and dropout")
+    g.add_argument("--steps", type=pos, default=d.steps, help="optimizer steps in total")
+    g.add_argument("--batch-size", type=pos, default=d.batch_size, help="global batch (examples per step, all processes)")
+    g.add_argument("--warmup", type=pos, default=d.warmup, help="warm-up steps: the learning rate rises until this step")
+    g.add_argument("--lr-factor", type=_number(float, 0, low_open=True), default=d.lr_factor, help="multiplies the inverse-square-root schedule")
+    g.add_argument("--label-smoothing", type=_number(float, 0, high=1), default=d.label_smoothing, help="label smoothing of the training loss")
+    g.add_argument("--clip", type=_number(float, 0, low_open=True), default=d.clip, help="max global gradient norm")
+    g.add_argument("--eval-every", type=pos, default=200, help="validate (and checkpoint) every this many steps")
+    g.add_argument("--seed", type=count, default=d.seed, help="seeds data, model, batches and dropout")
     g.add_argument("--precision", choices=PRECISIONS, default=d.precision, help="fp32; bf16 autocast; fp16 autocast with a GradScaler (CUDA only)")
-    g.add_argument("--grad-accum", type=int, default=d.grad_accum, help="micro-batches per step (must divide the batch size)")
+    g.add_argument("--grad-accum", type=pos, default=d.grad_accum, help="micro-batches per step (must divide the batch size)")
     g.add_argument("--checkpointing", action="store_true", help="recompute block activations in the backward pass")
     g.add_argument("--parallel", choices=PARALLEL, default=None, help="default: ddp under torchrun, none otherwise")
     g.add_argument("--device", default=d.device, help="cpu, cuda, cuda:0 ... (under torchrun: cuda:LOCAL_RANK)")
     m = p.add_argument_group("model and data")
-    m.add_argument("--d-model", type=int, default=64, help="model width")
-    m.add_argument("--heads", type=int, default=4, help="attention heads")
-    m.add_argument("--layers", type=int, default=2, help="blocks in the encoder and in the decoder")
-    m.add_argument("--dropout", type=float, default=0.0, help="dropout probability")
-    m.add_argument("--n-train", type=int, default=20_000, help="training examples of the synthetic tasks")
-    m.add_argument("--block-size", type=int, default=64, help="context length of the character LM")
+    m.add_argument("--d-model", type=pos, default=64, help="model width (a multiple of --heads)")
+    m.add_argument("--heads", type=pos, default=4, help="attention heads")
+    m.add_argument("--layers", type=pos, default=2, help="blocks in the encoder and in the decoder")
+    m.add_argument("--dropout", type=_number(float, 0, high=1), default=0.0, help="dropout probability")
+    m.add_argument("--n-train", type=pos, default=20_000, help="training examples of the synthetic tasks")
+    m.add_argument("--block-size", type=pos, default=64, help="context length of the character LM")
     o = p.add_argument_group("output")
     o.add_argument("--checkpoint", default=None, help="path of the checkpoint written every --eval-every steps")
     o.add_argument("--resume", action="store_true", help="continue from --checkpoint when it exists")
-    o.add_argument("--no-progress", action="store_true", help="no progress bar")
+    o.add_argument("--no-progress", action="store_true", help=f"no progress bar: a line on stderr at most every {PROGRESS_SECONDS:g} s instead")
     o.add_argument("--dump", default=None, help="directory: each process writes rank<r>.pt (parameters, gradients, losses)")
     return p
 
-def main(argv=None):
-    "Command line: `python -m transformer_lit.at_scale {reverse,copy,translate,charlm} --steps N`; DDP or FSDP under torchrun."
-    p = _parser()
-    a = p.parse_args(argv)
-    launched = int(os.environ.get("WORLD_SIZE", "1")) > 1
+def _device_problem(device: str) -> str|None:
+    "Why this torch cannot run on `device` (a CPU build asked for CUDA, an index past the devices), or None."
+    try: dev = torch.device(device)
+    except RuntimeError: return "is not a torch device (cpu, cuda, cuda:0, mps ...)"
+    if dev.type == "cuda":
+        if torch.version.cuda is None and torch.version.hip is None: return f"needs a CUDA build of torch; this one ({torch.__version__}) runs on the CPU only"
+        if not torch.cuda.is_available(): return "needs a CUDA device; none is visible"
+        if dev.index is not None and dev.index >= torch.cuda.device_count(): return f"does not exist: {torch.cuda.device_count()} CUDA device(s) are visible"
+    elif dev.type == "mps" and not torch.backends.mps.is_available(): return "needs Apple's MPS, which this machine lacks"
+    elif dev.type not in ("cpu", "cuda", "mps"): return "is not supported here (cpu, cuda or mps)"
+    return None
+
+def _check_args(p, a, launched: bool) -> TrainConfig:
+    "Every check that involves more than one flag or the machine, before any work: a usage error (exit 2) on the first that fails."
     if a.parallel in ("ddp", "fsdp") and not launched:
         p.error(f"--parallel {a.parallel} needs several processes: start with torchrun --nproc-per-node N -m transformer_lit.train ...")
-    if a.steps < a.warmup:
-        print(f"note: --steps {a.steps} ends inside the {a.warmup}-step warm-up: the learning rate is still rising and the model "
-              f"has barely started to learn; use more steps or a smaller --warmup", file=sys.stderr)
+    if a.d_model % a.heads: p.error(f"--d-model {a.d_model} must be a multiple of --heads {a.heads} (each head gets d_model / heads dimensions)")
+    if (why := _device_problem(a.device)) is not None: p.error(f"--device {a.device} {why}")
+    if a.resume and a.checkpoint is None: p.error("--resume needs --checkpoint PATH (the checkpoint to continue from)")
+    for flag, path in (("--checkpoint", a.checkpoint), ("--dump", a.dump)):
+        if path is None: continue
+        if flag == "--checkpoint" and Path(path).is_dir(): p.error(f"--checkpoint {path} is a directory; it must name a file")
+        if flag == "--dump" and Path(path).exists() and not Path(path).is_dir(): p.error(f"--dump {path} is a file; it must name a directory")
+    if a.task != "charlm" and a.batch_size > a.n_train:
+        p.error(f"--batch-size {a.batch_size} is larger than --n-train {a.n_train}: a batch draws distinct training examples")
+    try: return TrainConfig(steps=a.steps, batch_size=a.batch_size, warmup=a.warmup, lr_factor=a.lr_factor,
+                            label_smoothing=a.label_smoothing, clip=a.clip, eval_every=a.eval_every, seed=a.seed,
+                            device=a.device, progress=not a.no_progress, precision=a.precision, grad_accum=a.grad_accum,
+                            checkpointing=a.checkpointing, parallel=a.parallel)
+    except (TypeError, ValueError) as e: p.error(str(e))        # the rules that tie flags together (fp16 needs CUDA, accumulation)
+
+def _progress_lines(model, steps: int, grad_accum: int, start_step: int=0, every: float|None=None):
+    "A forward hook that prints `step s/steps, t s, about r s left` on stderr at most every `every` seconds (training forwards only)."
+    every = PROGRESS_SECONDS if every is None else every
+    t0, state = time.perf_counter(), dict(calls=0, last=time.perf_counter())
+    def hook(module, args):
+        if not module.training: return                                   # evaluation and decoding: not a step
+        state["calls"] += 1
+        now = time.perf_counter()
+        if now - state["last"] >= every:
+            step = start_step + -(-state["calls"] // grad_accum); state["last"] = now      # the step this forward belongs to
+            done = max(step - start_step, 1); left = (now - t0) / done * (steps - step)
+            print(f"step {step}/{steps}, {now - t0:.0f} s, about {left:.0f} s left", file=sys.stderr, flush=True)
+    return model.register_forward_pre_hook(hook)
+
+def main(argv=None):
+    "Command line: `python -m transformer_lit.at_scale {reverse,copy,translate,charlm} --steps N`; DDP or FSDP under torchrun."
+    t_start = time.perf_counter()
+    p = _parser()
+    a = p.parse_args(argv)                                    # one flag's value: argparse's usage error, exit status 2
+    launched = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    cfg = _check_args(p, a, launched)                         # flags together, and the machine: the same, before any work
     device = a.device
     if launched:                                              # started by torchrun: one process per rank
         dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
         if device.startswith("cuda"):
             device = f"cuda:{int(os.environ['LOCAL_RANK'])}"; torch.cuda.set_device(device)
+        cfg.device = device
     try:
-        train_data, val_data = make_task(a.task, a.seed, a.n_train, block_size=a.block_size)
+        try: train_data, val_data = make_task(a.task, a.seed, a.n_train, block_size=a.block_size)
+        except ValueError as e: p.error(f"--block-size {a.block_size}: {e}" if a.task == "charlm" else f"--n-train {a.n_train}: {e}")
+        if cfg.batch_size > len(train_data):
+            p.error(f"--batch-size {a.batch_size} is larger than the {len(train_data):,} training windows of --block-size {a.block_size}")
+        rank, ws = world()
+        if a.steps < a.warmup and rank == 0:
+            print(f"note: --steps {a.steps} ends inside the {a.warmup}-step warm-up: the learning rate is still rising and the model "
+                  f"has barely started to learn; use more steps or a smaller --warmup", file=sys.stderr)
         model = make_model(train_data, a.d_model, a.heads, a.layers, a.dropout, a.seed)
         n_params = count_parameters(model)
-        try: cfg = TrainConfig(steps=a.steps, batch_size=a.batch_size, warmup=a.warmup, lr_factor=a.lr_factor,
-                               label_smoothing=a.label_smoothing, clip=a.clip, eval_every=a.eval_every, seed=a.seed,
-                               device=device, progress=not a.no_progress, precision=a.precision, grad_accum=a.grad_accum,
-                               checkpointing=a.checkpointing, parallel=a.parallel)
-        except (TypeError, ValueError) as e: p.error(str(e))        # a bad flag value: a usage error, not a traceback
+        hook = _progress_lines(model, a.steps, a.grad_accum) if a.no_progress and rank == 0 else None
+        t_train = time.perf_counter()
         hist = train(model, train_data, cfg, val_data, a.checkpoint, a.resume)
-        rank, ws = world()
+        train_seconds = time.perf_counter() - t_train
+        if hook is not None: hook.remove()
         from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
         params = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))   # whole, also under FSDP
         summary = dict(task=a.task, world_size=ws, parallel=parallel_mode(a.parallel), parameters=n_params,
                        final_loss=hist["loss"][-1], val_loss=hist["val_loss"][-1] if hist["val_loss"] else None,
                        note=f"final_loss: the last step's training loss, label-smoothed (ε={a.label_smoothing}); "
-                            "val_loss: validation cross-entropy without smoothing")
+                            "val_loss: validation cross-entropy without smoothing; seconds: wall time of the whole command")
         plain = make_model(train_data, a.d_model, a.heads, a.layers, a.dropout, a.seed).to(device)
         plain.load_state_dict(params)                         # decoding runs outside forward: use an unsharded copy
         if a.task in ("reverse", "copy", "translate"):
             summary["val_exact_match"] = exact_match(plain, val_data, device=device)
-        summary["samples"] = sample_predictions(plain, val_data, 3 if a.task != "charlm" else 16, device, a.seed)
+        summary["samples"] = sample_predictions(plain, val_data, 6 if a.task != "charlm" else 16, device, a.seed)
+        summary["train_seconds"] = round(train_seconds, 2)
+        summary["seconds"] = round(time.perf_counter() - t_start, 2)
         if rank == 0:
             print("\n".join(summary["samples"]))                # what the model does, then the summary as the last line
+            if "val_exact_match" in summary:
+                right = sum(l.startswith("✓") for l in summary["samples"])
+                print(f"{right} of these {len(summary['samples'])} right; exact match on all {len(val_data):,} validation examples: "
+                      f"{100 * summary['val_exact_match']:.1f} %")
             print(json.dumps(summary))
         if a.dump:
             Path(a.dump).mkdir(parents=True, exist_ok=True)

@@ -376,7 +376,7 @@ class AttentionExplorer:
         labels = [[_SHOWN.get(t, t) for t in toks] for toks in self.tokens]
         margin = self.cell * max(2, max(len(l) for ls in labels for l in ls) + 1)
         data = dict(maps=self.maps, scale=self.scale, labels=labels, captions=self.captions, cell=self.cell, margin=margin,
-                    stops=self.stops, values=[[str(t + 1) for t in range(len(self.maps))], list(map(str, range(self.layers))),
+                    stops=self.stops, values=[list(map(str, range(len(self.maps)))), list(map(str, range(self.layers))),   # from 0, as layer and head
                                               list(map(str, range(self.heads)))])
         payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")   # safe inside <script>
         uid = "tla-" + hashlib.sha1(payload.encode()).hexdigest()[:12]
