@@ -502,4 +502,4 @@ def main(argv=None) -> int:
     return 0
 
 # %% ../nbs/appendix_browser.ipynb #51082dea
-if __name__ == "__main__" and "ipykernel" not in sys.modules: sys.exit(main())   # python -m transformer_lit.browser
+if __name__ == "__main__" and "__file__" in globals(): sys.exit(main())   # python -m transformer_lit.browser (not in a notebook or nbdev's pre-render)

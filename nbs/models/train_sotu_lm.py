@@ -114,8 +114,8 @@ def position_losses(model, ids: torch.Tensor, block: int) -> torch.Tensor: # (wi
     n = (len(ids) - 1) // block
     x = ids[: n * block + 1]
     inp, tgt = x[:-1].view(n, block), x[1:].view(n, block)                 # (n, block) each
-    rows = [F.cross_entropy(model(i[None])[0], t, reduction="none") for i, t in zip(inp.split(16), tgt.split(16)) for i, t in zip(i, t)]
-    return torch.stack(rows)
+    rows = [F.cross_entropy(model(i).transpose(1, 2), t, reduction="none") for i, t in zip(inp.split(16), tgt.split(16))]
+    return torch.cat(rows)                                                   # (n, block)
 
 def repeat_passages(ids: torch.Tensor, n: int=REPEAT_N, length: int=REPEAT_LEN) -> torch.Tensor: # (n, 2·length)
     "`n` held-out passages of `length` tokens, evenly spaced through the text, each written twice."
