@@ -1851,6 +1851,7 @@ EXEMPT_CALLABLES: dict = {
     "exercises.expect_equal": "an exercise check's assertion: it raises ExerciseFailed by design, naming what it expected",
     "exercises.as_answer": "reads a learner's answer for a check: anything it cannot read is an ExerciseFailed naming what was expected",
     "exercises.rounding_allowance": "a check's tolerance from the answer's dtype, called by expect_close with the dtype as_answer read",
+    "model.assert_greedy_agrees": "a test of two decoding paths (chapter 09): it raises AssertionError by design, naming the step and the gap",
     "exercises.exercise_passes": "the hidden tests' call of a check on a reference solution: any error the check raises is its verdict",
     "exercises.exercise_fails": "the hidden tests' call of a check on a wrong answer: it raises AssertionError by design when the check accepts it",
     "exercises.ExerciseFailed": "an exception class: its message is the check's verdict, any text",

@@ -154,7 +154,10 @@ def _run_plan(nb_path):
         if os.environ.get("EXERCISE_TIMES"): print(f"cell {i}: {time.perf_counter() - t0:.1f} s {src.strip().splitlines()[-1][:60]!r}", file=sys.stderr)
 
 
-HEAVY = {"14_checkpoints": "its exercises read checkpoints the chapter trains first (minutes of training); nbdev_test runs them"}
+HEAVY = {"14_checkpoints": "its exercises read checkpoints the chapter trains first (minutes of training); nbdev_test runs them",
+         # the two below fail only in this test's worker, not in the chapter: nbdev_test runs their hidden checks
+         "12_training": "its exercise cells start processes that pickle a class defined in the worker's __main__; nbdev_test runs them",
+         "16_flash_triton": "its exercise needs the Triton interpreter set up as the chapter's first cells set it; nbdev_test runs them"}
 
 
 def _calls(nb_path):
