@@ -11,12 +11,13 @@ import transformer_lit
 from .model import DecoderOnlyLM, TransformerConfig, count_parameters
 from .checkpoints import from_pretrained
 from .train import Vocab
+from .induction import attention_weights   # every head's weights (chapter 12a)
 from .checks import _check_type
 
 # %% auto #0
-__all__ = ['FORMATS', 'JS_FILE', 'CHROMIUM_ARGS', 'unsupported', 'browser_tensors', 'quantise', 'dequantise', 'attention_maps',
-           'head_scores', 'head_labels', 'char_vocab', 'restored_model', 'format_error', 'export', 'serve',
-           'run_in_browser', 'widget_html', 'Widget', 'widget', 'main']
+__all__ = ['FORMATS', 'JS_FILE', 'CHROMIUM_ARGS', 'unsupported', 'browser_tensors', 'quantise', 'dequantise', 'head_scores',
+           'head_labels', 'char_vocab', 'restored_model', 'format_error', 'export', 'serve', 'run_in_browser',
+           'widget_html', 'Widget', 'widget', 'main']
 
 # %% ../nbs/appendix_browser.ipynb #20a5600d
 FORMATS = ("float16", "int8")          # how the matrices are stored; vectors (the norms' gains) stay float32
@@ -73,21 +74,6 @@ def dequantise(q: torch.Tensor, scale: torch.Tensor|None=None) -> torch.Tensor:
 
 # %% ../nbs/appendix_browser.ipynb #083af211
 @torch.no_grad()
-def attention_maps(model: DecoderOnlyLM, ids: torch.Tensor) -> torch.Tensor:
-    "Every head's attention weights (B, layers, H, T, T): a hook re-runs each attention with need_weights=True."
-    maps, busy = [], [False]
-    def hook(mod, args, kwargs, out):
-        if busy[0]: return                                    # the re-run below triggers the hook again
-        busy[0] = True
-        try: maps.append(mod(*args, **{**kwargs, "need_weights": True})[1])   # (B, H, T, T)
-        finally: busy[0] = False
-    handles = [b.self_attn.sublayer.register_forward_hook(hook, with_kwargs=True) for b in model.blocks]
-    try: model(ids)
-    finally:
-        for hd in handles: hd.remove()
-    return torch.stack(maps, 1)                               # (B, layers, H, T, T)
-
-@torch.no_grad()
 def head_scores(model: DecoderOnlyLM, ids: torch.Tensor, # the held-out text as ids (N,)
                 n_windows: int=16, # previous-token score: over this many non-overlapping held-out windows of the context
                 passage: int=60, # induction score: a passage of this many characters written twice
@@ -97,10 +83,10 @@ def head_scores(model: DecoderOnlyLM, ids: torch.Tensor, # the held-out text as 
     starts = torch.arange(0, ids.numel() - T, T)                               # as LMData.eval_indices
     if len(starts) < 21: raise ValueError(f"the held-out text has {ids.numel()} tokens; the scores need at least {21 * T + 1}")
     windows = torch.stack([ids[s:s + T] for s in starts[:n_windows]])          # (n_windows, T)
-    prev = attention_maps(model, windows).diagonal(-1, -2, -1).mean((0, -1))   # (layers, H): weight on t-1
+    prev = attention_weights(model, windows).diagonal(-1, -2, -1).mean((0, -1))   # (layers, H): weight on t-1
     once = ids[starts[20]:starts[20] + P][None]                                # (1, P) one held-out passage
     twice = torch.cat([once, once], 1)                                         # (1, 2P)
-    ind = attention_maps(model, twice).diagonal(-(P - 1), -2, -1)[..., 1:].mean((0, -1))  # (layers, H): after the earlier occurrence
+    ind = attention_weights(model, twice).diagonal(-(P - 1), -2, -1)[..., 1:].mean((0, -1))  # (layers, H): after the earlier occurrence
     even_prev = sum(1 / (t + 1) for t in range(1, T)) / (T - 1)               # an even causal head's weight on t-1
     even_ind = sum(1 / (t + 1) for t in range(P, 2 * P)) / P                  # ... on the induction target
     return {"previous_token": prev.tolist(), "induction": ind.tolist(), "even_previous_token": even_prev,

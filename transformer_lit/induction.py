@@ -20,10 +20,6 @@ __all__ = ['repeated_segment_batch', 'prev_token_scores', 'induction_scores', 'r
            'path_ablated_weights', 'seed_sweep']
 
 # %% ../nbs/12a_induction_heads.ipynb #9f59cc7f
-def _check_generator(generator):
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
-
 def repeated_segment_batch(batch_size: int, # B sequences
                            seq_len: int, # T tokens in each
                            vocab_size: int, # V: tokens are uniform over 0 .. V-1
@@ -51,15 +47,11 @@ def repeated_segment_batch(batch_size: int, # B sequences
     idx = torch.where(in_second, idx.gather(1, source), idx)                   # (B, T)
     return idx, in_second & (t > second)                                       # its first token is not predictable
 
-# %% ../nbs/12a_induction_heads.ipynb #041a4cf5
-def _check_weights(weights):
-    if not isinstance(weights, Tensor) or not weights.is_floating_point():
-        got = f"dtype={weights.dtype}" if isinstance(weights, Tensor) else type(weights).__name__
-        raise TypeError(f"weights must be a floating torch.Tensor of attention weights (..., T, T), got {got}")
-    if weights.dim() < 2 or weights.shape[-1] != weights.shape[-2]:
-        raise ValueError(f"weights.shape={tuple(weights.shape)} must end in (T, T): one row per query, one column per key")
-    if weights.shape[-1] < 2: raise ValueError(f"weights.shape[-1]={weights.shape[-1]} must be >= 2 (a query needs a token before it)")
+def _check_generator(generator):
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
 
+# %% ../nbs/12a_induction_heads.ipynb #041a4cf5
 def prev_token_scores(weights: Tensor, # attention weights (..., T, T): rows are queries, each summing to 1
                      ) -> Tensor: # (...): one score per head (and per sequence, if weights has a batch dimension)
     "The previous-token score: the mean over queries t = 1 .. T-1 of the weight from t to t-1."
@@ -86,6 +78,14 @@ def repeated_tokens(batch_size: int, # B sequences
     _check_generator(generator)
     r = torch.randint(0, vocab_size, (batch_size, period), generator=generator)   # (B, P)
     return torch.cat([r, r], 1)                                                   # (B, 2P)
+
+def _check_weights(weights):
+    if not isinstance(weights, Tensor) or not weights.is_floating_point():
+        got = f"dtype={weights.dtype}" if isinstance(weights, Tensor) else type(weights).__name__
+        raise TypeError(f"weights must be a floating torch.Tensor of attention weights (..., T, T), got {got}")
+    if weights.dim() < 2 or weights.shape[-1] != weights.shape[-2]:
+        raise ValueError(f"weights.shape={tuple(weights.shape)} must end in (T, T): one row per query, one column per key")
+    if weights.shape[-1] < 2: raise ValueError(f"weights.shape[-1]={weights.shape[-1]} must be >= 2 (a query needs a token before it)")
 
 # %% ../nbs/12a_induction_heads.ipynb #7ce36651
 def attention_only_lm(vocab_size: int, # V
@@ -251,7 +251,7 @@ def path_ablated_weights(model: DecoderOnlyLM, # e.g. from `attention_only_lm`
     return res.sublayer(q, k, full, is_causal=True, need_weights=True)[1]   # (B, H, T, T)
 
 # %% ../nbs/12a_induction_heads.ipynb #46f06483
-def seed_sweep(seeds, # the seeds to train, e.g. range(5)
+def seed_sweep(seeds, # RNG seeds, one training run each, e.g. range(5)
                steps: int=800, # optimizer steps per seed
                vocab_size: int=64, # V
                path=None, # if given, the result is written there as JSON
