@@ -53,6 +53,26 @@ def corpus(archive: bytes) -> tuple:
     kept = [d for d in docs if int(d[0][:4]) < HELDOUT_FROM]
     return join(kept), join(held), [n for n, _ in held], len(kept)
 
+class RepeatData(LMData):
+    """`LMData` in which a fraction `frac` of the windows hold a passage written twice: a stretch of 8-128 characters of
+    the window is written again later in the same window (right after itself half of the time, after a gap of 1-64
+    characters otherwise), replacing the text that stood there. Which windows, and where, is a function of the window's
+    start only, so a resumed run sees the same batches."""
+    def __init__(self, ids, block_size, vocab, frac: float):
+        super().__init__(ids, block_size, vocab); self.frac = frac
+    def batch(self, idx) -> dict:
+        idx = torch.as_tensor(idx)
+        x = self.ids[idx[:, None] + torch.arange(self.block_size + 1)].clone()   # (B, T+1)
+        n = self.block_size + 1
+        for row, start in enumerate(idx.tolist()):
+            h = [(start * 2654435761 + k * 40503 * 2246822519) % 2 ** 31 for k in range(1, 6)]   # five hashes of the start
+            if h[0] % 1000 >= 1000 * self.frac: continue
+            gap = 0 if h[1] % 2 else 1 + h[2] % 64
+            L = 8 + h[3] % (min(128, (n - gap) // 2) - 7)                             # 8 .. 128 characters
+            p = h[4] % (n - 2 * L - gap + 1)                                         # the first copy starts here
+            x[row, p + L + gap: p + 2 * L + gap] = x[row, p: p + L]
+        return dict(idx=x[:, :-1], targets=x[:, 1:])
+
 def model_config(vocab_size: int, block: int) -> TransformerConfig:
     # SwiGLU width: 8/3 * d_model rounded up to a multiple of 64 (as LLaMA rounds to 256 at its sizes)
     return TransformerConfig(vocab_size=vocab_size, d_model=256, n_heads=8, n_kv_heads=4, n_layers=4, d_ff=704,
@@ -311,6 +331,7 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=400)
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeat-frac", type=float, default=0.0, help="fraction of windows holding a passage written twice (RepeatData), from the step the run resumes at")
     p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto", help="auto: bf16 where the CPU has bfloat16 units")
     p.add_argument("--measure", type=int, default=20, help="steps per round of the train-vs-loop timing (0: skip)")
     p.add_argument("--measure-only", action="store_true", help="only time train() against the minimal loop, store it in training.json, rewrite the card")
@@ -328,6 +349,7 @@ def main(argv=None):
     vocab = Vocab(chars, specials=False)
     enc = lambda s: torch.tensor(vocab.encode(s))
     data, val = LMData(enc(train_text), a.block, vocab), LMData(enc(held_text), a.block, vocab)
+    if a.repeat_frac: data = RepeatData(data.ids, a.block, vocab, a.repeat_frac)
     config = model_config(len(vocab), a.block)
     precision = ("bf16" if bf16_units() else "fp32") if a.precision == "auto" else a.precision
     cfg = TrainConfig(steps=a.steps, batch_size=a.batch, warmup=a.warmup, lr_factor=a.lr_factor, label_smoothing=0.0,
@@ -353,6 +375,11 @@ def main(argv=None):
         print(f"step {step} {wall / 60:.1f} min val {first:.3f}/{second:.3f}", flush=True)
         return dict(repeat_first=first, repeat_second=second, wall=wall,
                     stop=a.max_minutes is not None and time.time() - t0 > 60 * a.max_minutes)
+    phases_file = Path(str(out) + ".phases.json")                            # the data of each part of a run made in parts
+    phases = json.loads(phases_file.read_text()) if phases_file.exists() and ckpt.exists() else []
+    start = torch.load(ckpt, map_location="cpu", weights_only=False)["step"] if ckpt.exists() else 0
+    if not phases or phases[-1]["repeat_frac"] != a.repeat_frac:
+        phases.append(dict(from_step=start + 1, repeat_frac=a.repeat_frac)); phases_file.write_text(json.dumps(phases))
     model = DecoderOnlyLM(config)
     hist = train(model, data, cfg, val=val, checkpoint=ckpt, resume=True, on_eval=on_eval)
     wall = hist["wall"][-1]
@@ -364,7 +391,10 @@ def main(argv=None):
     (out / "heldout.txt").write_text(held_text, encoding="utf-8")
     PreTrainedTokenizerFast(tokenizer_object=char_tokenizer(chars)).save_pretrained(out)
     steps = hist["step"][-1]
-    meta = dict(command=f"python nbs/models/train_sotu_lm.py --steps {steps} --seed {a.seed} --precision {precision}",
+    ends = [ph["from_step"] - 1 for ph in phases[1:]] + [steps]                # the last step of each part
+    command = " && ".join(f"python nbs/models/train_sotu_lm.py --steps {end} --seed {a.seed} --precision {precision}"
+                          + (f" --repeat-frac {ph['repeat_frac']}" if ph["repeat_frac"] else "") for ph, end in zip(phases, ends))
+    meta = dict(command=command, phases=[dict(ph, to_step=end) for ph, end in zip(phases, ends)],
                 seed=a.seed, steps=steps, batch_size=a.batch, block_size=a.block, warmup=a.warmup, lr_factor=a.lr_factor,
                 peak_lr=a.lr_factor * config.d_model ** -0.5 * a.warmup ** -0.5, eval_every=a.eval_every, precision=precision,
                 train_chars=len(train_text), heldout_chars=len(held_text), heldout_files=held,
