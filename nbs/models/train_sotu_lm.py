@@ -205,6 +205,7 @@ def analyse(out: Path) -> dict:
     prompt = "The state of the Union is"
     return dict(heldout_loss=pl.mean().item(), by_position=by_pos, late=pl[:, 128:].mean().item(), mid=pl[:, 16:32].mean().item(),
                 diff_se=(diff.std() / len(diff) ** 0.5).item(), windows=len(diff), rep_len=REPEAT_LEN, rep_n=REPEAT_N,
+                window_loss=pl.mean(1).tolist(), window_mid=pl[:, 16:32].mean(1).tolist(), window_late=pl[:, 128:].mean(1).tolist(),
                 rep_first=first, rep_second=second, induction_scores=ind.tolist(), induction_even=even,
                 induction_head=[il, ih], induction_score=ind.max().item(), ablated_second=ablated,
                 ablated_second_all=ablations, prev_scores=prev.tolist(), prev_head=[pl_, ph], prev_score=prev.max().item(),
@@ -246,6 +247,8 @@ batches, optimizer, schedule and clipping (medians of {rounds} interleaved round
 
     {command}
 
+{phases_words}
+
 Retraining is never part of the test suite. `training.json` holds the history (batch loss, learning rate, gradient
 norm, and every {eval_every} steps the held-out loss and the loss on a held-out passage written twice);
 `training_curve.png` draws it.
@@ -277,13 +280,26 @@ says nothing about events after 2016.
 """
 
 def write_card(out: Path):
+    "Write README.md: the model card."
+    (out / "README.md").write_text(card_text(out), encoding="utf-8")
+
+def card_text(out: Path) -> str:
     "The model card, from training.json and the shipped files: one source for the README."
     meta = json.loads((out / "training.json").read_text())
     a, c, m = meta["analysis"], meta["config"], meta["measure"]
     med = lambda xs: sorted(xs)[len(xs) // 2]
     spread = lambda xs: f"{min(xs):.0f}-{max(xs):.0f} ms"
     bins = ", ".join(f"{k}: {v:.3f}" for k, v in a["by_position"].items())
-    text = CARD.format(
+    parts = meta.get("phases") or [dict(from_step=1, to_step=meta["steps"], repeat_frac=0.0)]
+    def part(ph):
+        span = f"steps {ph['from_step']:,}-{ph['to_step']:,}"
+        if not ph["repeat_frac"]: return f"{span} read the training text as it is"
+        return (f"{span} read it with {ph['repeat_frac']:.0%} of the windows holding a passage written twice (`RepeatData` in "
+                "the script: a stretch of 8-128 characters of the window written again later in the same window, right after "
+                "itself or after a gap of up to 64 characters, replacing the text that stood there)")
+    phases_words = ("The run was made in parts: " + "; ".join(part(ph) for ph in parts) + ". The first part alone left a model that predicted a passage's second copy no better than its "
+                    "first (its history in `training.json`); the second part makes copying from the context pay.") if len(parts) > 1 else ""
+    text = CARD.format(phases_words=phases_words, 
         n_layers=c["n_layers"], d_model=c["d_model"], n_heads=c["n_heads"], n_kv_heads=c["n_kv_heads"],
         head_dim=c["d_model"] // c["n_heads"], d_ff=c["d_ff"], parameters=meta["parameters"],
         size_mb=(out / "model.safetensors").stat().st_size / 1e6, block=meta["block_size"], vocab=meta["vocab_size"],
@@ -305,7 +321,7 @@ def write_card(out: Path):
         prev_layer=a["prev_head"][0], prev_head=a["prev_head"][1], prev_score=a["prev_score"],
         sample_seed=a["sample_seed"], prompt=a["prompt"], sample=a["sample"].replace("\n", " "),
         parameters_m=meta["parameters"] / 1e6, tokens_m=meta["steps"] * meta["batch_size"] * meta["block_size"] / 1e6)
-    (out / "README.md").write_text(text, encoding="utf-8")
+    return text
 
 def plot_curve(out: Path, meta: dict):
     "training_curve.png: batch and held-out loss, and the loss on a passage's second copy against its first."
