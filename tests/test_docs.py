@@ -282,7 +282,12 @@ def test_readme_carries_index_headings_and_commands():
 
 def test_readme_is_current_rendering_of_index():
     "README.md is exactly `make readme`'s rendering: the one README renderer (`make docs` does not rewrite it)."
-    assert (ROOT/'README.md').read_text() == render_readme.render(), "README.md is stale: run `make readme`"
+    figures = {}
+    assert (ROOT/'README.md').read_text() == render_readme.render(figures=figures), "README.md is stale: run `make readme`"
+    assert figures, "the index's figures are rendered into the README"
+    shipped = {p.name: p.read_bytes() for p in (ROOT/render_readme.FIGURES).glob('*.png')}
+    assert shipped == figures, "readme_figures/ is stale: run `make readme`"
+    for name in figures: assert f"]({render_readme.FIGURES}/{name})" in (ROOT/'README.md').read_text()
 
 def test_version_matches_settings():
     import transformer_lit

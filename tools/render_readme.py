@@ -2,11 +2,12 @@
 
 `nbdev_readme` (part of `nbdev_docs`) renders the README with Quarto. Where Quarto is missing,
 this script renders the same notebook to GitHub markdown: markdown cells verbatim, code cells as
-fenced Python, their text and markdown outputs below them; cells marked `#| hide` are left out and
+fenced Python, their text and markdown outputs below them, their figures as PNG files in readme_figures/ linked with
+their alt text (a widget's HTML output is left out: GitHub runs no scripts); cells marked `#| hide` are left out and
 `#| echo: false` hides a cell's source, as in nbdev. Both renderings come from index.ipynb, so the
 README never drifts from the home page (tests/test_docs.py checks it).
 """
-import re, sys
+import base64, re, sys
 from pathlib import Path
 import nbformat
 
@@ -18,19 +19,33 @@ def directives(src):
 
 def strip_directives(src): return '\n'.join(l for l in src.splitlines() if not DIRECTIVE.match(l)).strip()
 
-def render_outputs(outputs):
+FIGURES = 'readme_figures'     # the index's figures as PNG files beside README.md (GitHub shows no data URIs)
+
+def fig_alt(ds):
+    "The cell's `fig-alt` directive, unquoted, or ''."
+    alt = next((d.split(':', 1)[1].strip() for d in ds if d.startswith('fig-alt:')), '')
+    return alt[1:-1] if len(alt) > 1 and alt[0] == alt[-1] == '"' else alt
+
+def render_outputs(outputs, ds=(), name='figure', figures=None):
+    "Each output as GitHub markdown; a figure goes into `figures` (file name -> PNG bytes) and is linked with its alt text."
     parts = []
     for o in outputs:
         if o.output_type == 'stream': parts.append(f"```\n{o.text.rstrip()}\n```")
         elif o.output_type in ('execute_result', 'display_data'):
             data = o.get('data', {})
             if 'text/markdown' in data: parts.append(data['text/markdown'].strip())
+            elif 'image/png' in data and figures is not None:
+                file = f"{name}-{len(figures) + 1}.png"
+                figures[file] = base64.b64decode(data['image/png'])
+                parts.append(f"![{fig_alt(ds)}]({FIGURES}/{file})")
+            elif 'text/html' in data: continue          # a widget: it runs on the site and in JupyterLab, not on GitHub
             elif 'text/plain' in data and 'image/png' not in data: parts.append(f"```\n{data['text/plain'].rstrip()}\n```")
     return parts
 
-def render(nb_path=ROOT/'nbs'/'index.ipynb'):
+def render(nb_path=ROOT/'nbs'/'index.ipynb', figures=None):
+    "The README's text; with a dict `figures`, also the PNG files it links (file name -> bytes)."
     nb = nbformat.read(nb_path, as_version=4)
-    out, titled = [], False
+    out, titled, figures = [], False, {} if figures is None else figures
     for cell in nb.cells:
         ds = directives(cell.source)
         if any(d.split()[0] in ('hide', 'default_exp', 'export', 'exporti') for d in ds if d): continue
@@ -45,11 +60,21 @@ def render(nb_path=ROOT/'nbs'/'index.ipynb'):
         elif cell.cell_type == 'code':
             src = strip_directives(cell.source)
             if src and 'echo: false' not in ds: out.append(f"```python\n{src}\n```")
-            out += render_outputs(cell.get('outputs', []))
+            out += render_outputs(cell.get('outputs', []), ds, 'index', figures)
     text = '\n\n'.join(out) + '\n'
     # links between notebooks are relative to nbs/ on the site; the README lives one level up
     return re.sub(r'\]\((?!https?:)([\w.-]+\.ipynb)\)', r'](nbs/\1)', text)
 
+def write(root=ROOT):
+    "Write README.md and its figures (stale figure files removed)."
+    figures = {}
+    (root/'README.md').write_text(render(figures=figures))
+    d = root/FIGURES
+    d.mkdir(exist_ok=True)
+    for f in d.glob('*.png'):
+        if f.name not in figures: f.unlink()
+    for name, data in figures.items(): (d/name).write_bytes(data)
+
 if __name__ == '__main__':
-    (ROOT/'README.md').write_text(render())
+    write()
     print("README.md rendered from nbs/index.ipynb")
