@@ -58,18 +58,20 @@ class RepeatData(LMData):
     the window is written again later in the same window (right after itself half of the time, after a gap of 1-64
     characters otherwise), replacing the text that stood there. Which windows, and where, is a function of the window's
     start only, so a resumed run sees the same batches."""
-    def __init__(self, ids, block_size, vocab, frac: float):
-        super().__init__(ids, block_size, vocab); self.frac = frac
+    def __init__(self, ids, block_size, vocab, frac: float, random_frac: float=0.0):
+        super().__init__(ids, block_size, vocab); self.frac, self.random_frac = frac, random_frac
     def batch(self, idx) -> dict:
         idx = torch.as_tensor(idx)
         x = self.ids[idx[:, None] + torch.arange(self.block_size + 1)].clone()   # (B, T+1)
         n = self.block_size + 1
         for row, start in enumerate(idx.tolist()):
-            h = [(start * 2654435761 + k * 40503 * 2246822519) % 2 ** 31 for k in range(1, 6)]   # five hashes of the start
-            if h[0] % 1000 >= 1000 * self.frac: continue
+            h = [(start * 2654435761 + k * 40503 * 2246822519) % 2 ** 31 for k in range(1, 7)]   # six hashes of the start
+            if h[0] % 1000 >= 1000 * (self.frac + self.random_frac): continue
             gap = 0 if h[1] % 2 else 1 + h[2] % 64
             L = 8 + h[3] % (min(128, (n - gap) // 2) - 7)                             # 8 .. 128 characters
             p = h[4] % (n - 2 * L - gap + 1)                                         # the first copy starts here
+            if h[0] % 1000 < 1000 * self.random_frac:                                # random characters: only copying predicts them
+                x[row, p: p + L] = torch.randint(0, len(self.vocab), (L,), generator=torch.Generator().manual_seed(h[5]))
             x[row, p + L + gap: p + 2 * L + gap] = x[row, p: p + L]
         return dict(idx=x[:, :-1], targets=x[:, 1:])
 
@@ -194,7 +196,7 @@ def analyse(out: Path) -> dict:
     prev = eager_attentions(out, windows).diagonal(-1, -2, -1).mean((0, -1))   # (layers, H): weight on t-1
     il, ih = divmod(int(ind.argmax()), ind.shape[1]); pl_, ph = divmod(int(prev.argmax()), prev.shape[1])
     h = head_output_zeroed(model, il, ih)
-    try: ablated = copy_losses(model, x)[1]
+    try: ablated_first, ablated = copy_losses(model, x)
     finally: h.remove()
     ablations = []
     for l in range(len(model.blocks)):
@@ -207,7 +209,7 @@ def analyse(out: Path) -> dict:
                 diff_se=(diff.std() / len(diff) ** 0.5).item(), windows=len(diff), rep_len=REPEAT_LEN, rep_n=REPEAT_N,
                 window_loss=pl.mean(1).tolist(), window_mid=pl[:, 16:32].mean(1).tolist(), window_late=pl[:, 128:].mean(1).tolist(),
                 rep_first=first, rep_second=second, induction_scores=ind.tolist(), induction_even=even,
-                induction_head=[il, ih], induction_score=ind.max().item(), ablated_second=ablated,
+                induction_head=[il, ih], induction_score=ind.max().item(), ablated_second=ablated, ablated_first=ablated_first,
                 ablated_second_all=ablations, prev_scores=prev.tolist(), prev_head=[pl_, ph], prev_score=prev.max().item(),
                 sample_seed=0, prompt=prompt, sample=sample(model, vocab, prompt, 400, 0.8, 0))
 
@@ -263,7 +265,7 @@ norm, and every {eval_every} steps the held-out loss and the loss on a held-out 
   character on the first copy, {rep_second:.3f} on the second ({rep_ratio:.0%} of the first).
 - Induction head: layer {ind_layer} head {ind_head}, induction score {ind_score:.3f} against {ind_even:.4f} for a head that
   attends evenly to every earlier position ({ind_times:.0f} times as much). Zeroing its output raises the second-copy
-  loss from {rep_second:.3f} to {ablated:.3f}. Previous-token head: layer {prev_layer} head {prev_head}, score {prev_score:.2f}.
+  loss from {rep_second:.3f} to {ablated:.3f}, and the first copy's from {rep_first:.3f} to {ablated_first:.3f}. Previous-token head: layer {prev_layer} head {prev_head}, score {prev_score:.2f}.
 
 ## A sample
 
@@ -293,12 +295,17 @@ def card_text(out: Path) -> str:
     parts = meta.get("phases") or [dict(from_step=1, to_step=meta["steps"], repeat_frac=0.0)]
     def part(ph):
         span = f"steps {ph['from_step']:,}-{ph['to_step']:,}"
-        if not ph["repeat_frac"]: return f"{span} read the training text as it is"
-        return (f"{span} read it with {ph['repeat_frac']:.0%} of the windows holding a passage written twice (`RepeatData` in "
-                "the script: a stretch of 8-128 characters of the window written again later in the same window, right after "
-                "itself or after a gap of up to 64 characters, replacing the text that stood there)")
-    phases_words = ("The run was made in parts: " + "; ".join(part(ph) for ph in parts) + ". The first part alone left a model that predicted a passage's second copy no better than its "
-                    "first (its history in `training.json`); the second part makes copying from the context pay.") if len(parts) > 1 else ""
+        lr = f" at lr_factor {ph['lr_factor']}" if ph.get("lr_factor", meta["lr_factor"]) != meta["lr_factor"] else ""
+        kinds = ([f"{ph['repeat_frac']:.0%} of the windows holding a passage of the text written twice"] if ph["repeat_frac"] else []) + \
+                ([f"{ph['random_frac']:.0%} holding random characters written twice"] if ph.get("random_frac") else [])
+        return f"{span} read the training text as it is{lr}" if not kinds else f"{span} read it with {' and '.join(kinds)}{lr}"
+    phases_words = ("The run was made in parts: " + "; ".join(part(ph) for ph in parts) + ". In a window holding a "
+                    "passage written twice (`RepeatData` in the script), a stretch of 8-128 characters is written again later "
+                    "in the same window, right after itself or after a gap of up to 64 characters, replacing the text that "
+                    "stood there; in a window holding random characters, the first stretch is first replaced by characters "
+                    "drawn uniformly from the vocabulary, which only copying can predict. Reading the text as it is left a "
+                    "model that predicted a held-out passage's second copy no better than its first (the history in "
+                    "`training.json`), and so did natural passages written twice at the first learning rate.") if len(parts) > 1 else "" if len(parts) > 1 else ""
     text = CARD.format(phases_words=phases_words, 
         n_layers=c["n_layers"], d_model=c["d_model"], n_heads=c["n_heads"], n_kv_heads=c["n_kv_heads"],
         head_dim=c["d_model"] // c["n_heads"], d_ff=c["d_ff"], parameters=meta["parameters"],
@@ -317,7 +324,7 @@ def card_text(out: Path) -> str:
         by_position=bins, late=a["late"], mid=a["mid"], diff_se=a["diff_se"], rep_len=a["rep_len"], rep_n=a["rep_n"],
         rep_first=a["rep_first"], rep_second=a["rep_second"], rep_ratio=a["rep_second"] / a["rep_first"],
         ind_layer=a["induction_head"][0], ind_head=a["induction_head"][1], ind_score=a["induction_score"],
-        ind_even=a["induction_even"], ind_times=a["induction_score"] / a["induction_even"], ablated=a["ablated_second"],
+        ind_even=a["induction_even"], ind_times=a["induction_score"] / a["induction_even"], ablated=a["ablated_second"], ablated_first=a["ablated_first"],
         prev_layer=a["prev_head"][0], prev_head=a["prev_head"][1], prev_score=a["prev_score"],
         sample_seed=a["sample_seed"], prompt=a["prompt"], sample=a["sample"].replace("\n", " "),
         parameters_m=meta["parameters"] / 1e6, tokens_m=meta["steps"] * meta["batch_size"] * meta["block_size"] / 1e6)
@@ -348,6 +355,7 @@ def main(argv=None):
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeat-frac", type=float, default=0.0, help="fraction of windows holding a passage written twice (RepeatData), from the step the run resumes at")
+    p.add_argument("--random-frac", type=float, default=0.0, help="fraction of windows holding random characters written twice (RepeatData)")
     p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto", help="auto: bf16 where the CPU has bfloat16 units")
     p.add_argument("--measure", type=int, default=20, help="steps per round of the train-vs-loop timing (0: skip)")
     p.add_argument("--measure-only", action="store_true", help="only time train() against the minimal loop, store it in training.json, rewrite the card")
@@ -365,7 +373,7 @@ def main(argv=None):
     vocab = Vocab(chars, specials=False)
     enc = lambda s: torch.tensor(vocab.encode(s))
     data, val = LMData(enc(train_text), a.block, vocab), LMData(enc(held_text), a.block, vocab)
-    if a.repeat_frac: data = RepeatData(data.ids, a.block, vocab, a.repeat_frac)
+    if a.repeat_frac or a.random_frac: data = RepeatData(data.ids, a.block, vocab, a.repeat_frac, a.random_frac)
     config = model_config(len(vocab), a.block)
     precision = ("bf16" if bf16_units() else "fp32") if a.precision == "auto" else a.precision
     cfg = TrainConfig(steps=a.steps, batch_size=a.batch, warmup=a.warmup, lr_factor=a.lr_factor, label_smoothing=0.0,
@@ -394,8 +402,9 @@ def main(argv=None):
     phases_file = Path(str(out) + ".phases.json")                            # the data of each part of a run made in parts
     phases = json.loads(phases_file.read_text()) if phases_file.exists() and ckpt.exists() else []
     start = torch.load(ckpt, map_location="cpu", weights_only=False)["step"] if ckpt.exists() else 0
-    if not phases or phases[-1]["repeat_frac"] != a.repeat_frac:
-        phases.append(dict(from_step=start + 1, repeat_frac=a.repeat_frac)); phases_file.write_text(json.dumps(phases))
+    key = lambda ph: (ph["repeat_frac"], ph.get("random_frac", 0.0), ph.get("lr_factor", 0.7))
+    part = dict(from_step=start + 1, repeat_frac=a.repeat_frac, random_frac=a.random_frac, lr_factor=a.lr_factor)
+    if not phases or key(phases[-1]) != key(part): phases.append(part); phases_file.write_text(json.dumps(phases))
     model = DecoderOnlyLM(config)
     hist = train(model, data, cfg, val=val, checkpoint=ckpt, resume=True, on_eval=on_eval)
     wall = hist["wall"][-1]
@@ -409,10 +418,12 @@ def main(argv=None):
     steps = hist["step"][-1]
     ends = [ph["from_step"] - 1 for ph in phases[1:]] + [steps]                # the last step of each part
     command = " && ".join(f"python nbs/models/train_sotu_lm.py --steps {end} --seed {a.seed} --precision {precision}"
-                          + (f" --repeat-frac {ph['repeat_frac']}" if ph["repeat_frac"] else "") for ph, end in zip(phases, ends))
+                          + (f" --repeat-frac {ph['repeat_frac']}" if ph["repeat_frac"] else "")
+                          + (f" --random-frac {ph['random_frac']}" if ph.get("random_frac") else "")
+                          + (f" --lr-factor {ph['lr_factor']}" if ph.get("lr_factor", 0.7) != 0.7 else "") for ph, end in zip(phases, ends))
     meta = dict(command=command, phases=[dict(ph, to_step=end) for ph, end in zip(phases, ends)],
-                seed=a.seed, steps=steps, batch_size=a.batch, block_size=a.block, warmup=a.warmup, lr_factor=a.lr_factor,
-                peak_lr=a.lr_factor * config.d_model ** -0.5 * a.warmup ** -0.5, eval_every=a.eval_every, precision=precision,
+                seed=a.seed, steps=steps, batch_size=a.batch, block_size=a.block, warmup=a.warmup, lr_factor=phases[0].get("lr_factor", 0.7),
+                peak_lr=phases[0].get("lr_factor", 0.7) * config.d_model ** -0.5 * a.warmup ** -0.5, eval_every=a.eval_every, precision=precision,
                 train_chars=len(train_text), heldout_chars=len(held_text), heldout_files=held,
                 train_docs=n_docs, vocab_size=len(vocab), cpu=cpu_name(),
                 threads=torch.get_num_threads(), python=sys.version.split()[0], torch=torch.__version__,
