@@ -1,5 +1,5 @@
 """torch.compile takes the models whole (fullgraph=True): forward with and without targets, training and evaluation,
-every positional kind and grouped-query attention, gradients included; a decoding step over a `StaticCache` compiles
+every positional kind, every RoPE scaling type and grouped-query attention, gradients included; a decoding step over a `StaticCache` compiles
 once; and the forward pass never reads a tensor's value on the host (no device-to-host synchronisation on a GPU)."""
 import dataclasses, re
 import pytest
@@ -7,7 +7,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformer_lit.model import DecoderOnlyLM, Transformer, TransformerConfig
 from transformer_lit.fast_decoding import StaticCache            # chapter 11
-from transformer_lit.model import assert_greedy_agrees
+from transformer_lit.model import assert_greedy_agrees, POSITIONALS
+from transformer_lit.positional import rope_scaling_types
+import transformer_lit.long_context  # noqa: F401  (registers the scaling types)
+from transformer_lit.checks import _SCALING_KEYS
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny ops: one thread (tests/conftest.py)
 KINDS = ("sinusoidal", "learned", "rope", "alibi")
@@ -62,6 +65,39 @@ def test_no_graph_breaks(kind):
                       torch._dynamo.explain(lm)(x, attention_mask=torch.ones(2, 7, dtype=torch.long))):
         assert explained.graph_break_count == 0, [b.reason for b in explained.break_reasons]
         assert explained.graph_count == 1
+
+# every RoPE scaling type the package has, with its original length below the 12 tokens the tests run (dynamic NTK
+# rescales only past it); a type added later without an entry here fails test_every_scaling_type_is_listed
+L0 = 8
+SCALINGS = {"linear": dict(factor=2.0), "dynamic": dict(factor=2.0, original_max_position_embeddings=L0),
+            "yarn": dict(factor=2.0, original_max_position_embeddings=L0),
+            "llama3": dict(factor=2.0, original_max_position_embeddings=L0, low_freq_factor=1.0, high_freq_factor=4.0)}
+EVERY_KIND = [(kind, None) for kind in POSITIONALS] + [("rope", dict(rope_type=t, **kw)) for t, kw in SCALINGS.items()]
+
+def test_every_scaling_type_is_listed():
+    assert set(SCALINGS) == set(rope_scaling_types) == set(_SCALING_KEYS) - {"default"}
+    assert {k for k, _ in EVERY_KIND} == set(POSITIONALS)
+
+@pytest.mark.parametrize("kind,scaling", EVERY_KIND, ids=[k if s is None else f"rope-{s['rope_type']}" for k, s in EVERY_KIND])
+def test_every_kind_compiles_without_graph_breaks(kind, scaling):
+    "Every positional kind and every scaling type, past the original length: forward (training, left-padded, evaluation), the encoder-decoder model, a static cache's prompt and step; one graph each, and fullgraph's output equals eager's."
+    torch.manual_seed(0)
+    c = cfg(positional=kind, rope_scaling=scaling)
+    lm, s2s = DecoderOnlyLM(c).double(), Transformer(dataclasses.replace(c, pad_id=0)).double()
+    x, y = ids(2, 12, seed=1), ids(2, 12, seed=2)                      # 12 positions > L0 = 8
+    keep = torch.ones(2, 12, dtype=torch.bool); keep[1, :3] = False    # left padding
+    explained = [torch._dynamo.explain(lm)(x, y), torch._dynamo.explain(lm)(x, attention_mask=keep),
+                 torch._dynamo.explain(s2s)(x, x, targets=x)]
+    lm.eval()
+    cache = lm.new_cache(max_len=16, batch=2)
+    explained += [torch._dynamo.explain(lm)(x[:, :10], cache=cache), torch._dynamo.explain(lm)(x[:, 10:11], cache=cache)]
+    for e in explained:
+        assert e.graph_break_count == 0, [b.reason for b in e.break_reasons]
+        assert e.graph_count == 1
+    torch._dynamo.reset()
+    cm = torch.compile(lm, fullgraph=True, backend="eager")
+    assert_same(*run_both(lm, cm, (x, y), {}, True))                   # logits, loss and every gradient
+    assert_same(*run_both(lm, cm, (x,), dict(attention_mask=keep), False))
 
 # backend="eager" runs dynamo's capture (what fullgraph is about) and is fast; "aot_eager" also traces the backward
 # through AOTAutograd, so it runs where gradients are compared in a compiled backward
@@ -167,6 +203,30 @@ def test_compile_step_gives_the_same_tokens_and_skips_guards_after_the_first_ste
                            5, rtol=FP32_LOGITS)
     assert len(skipped) == 2 * 6                   # per call: step 0 is the prompt, step 1 checks every guard, steps 2..7 skip them
 
+def _cached_forward(m, mask, prompt_len=5):
+    "ids (B, T) -> logits (B, T, V) computed as cached decoding computes them: the prompt, then one token at a time through a growing cache."
+    def forward(seq):
+        cache, keep = m.new_cache(), None if mask is None else torch.cat([mask, mask.new_ones(mask.shape[0], seq.shape[1] - prompt_len)], 1)
+        kw = lambda t: {} if keep is None else dict(attention_mask=keep[:, :t])
+        out = [m(seq[:, :prompt_len], cache=cache, **kw(prompt_len))]
+        out += [m(seq[:, t:t + 1], cache=cache, **kw(t + 1)) for t in range(prompt_len, seq.shape[1])]
+        return torch.cat(out, 1)                                       # (B, T, V)
+    return forward
+
+def test_compile_step_on_dynamic_ntk_gives_eager_tokens():
+    "Dynamic NTK past the original length through generate(compile_step=True): eager's tokens, padded too."
+    torch.manual_seed(0)
+    m = DecoderOnlyLM(cfg(positional="rope", n_layers=1, dropout=0.0, rope_scaling=dict(rope_type="dynamic", **SCALINGS["dynamic"]))).eval()
+    prompt = ids(2, 5, seed=1)
+    keep = torch.tensor([[True] * 5, [False, False, True, True, True]])
+    for mask in (None, keep):
+        # 5 + 12 positions > L0 = 8: the scale grows every step. A full forward over the result is another computation
+        # (its keys all rotate at the final scale), so the reference logits are cached decoding's own, eager
+        ref = m.generate(prompt, 12, greedy=True, attention_mask=mask, static_cache=True)
+        got = m.generate(prompt, 12, greedy=True, attention_mask=mask, static_cache=True, compile_step=True)
+        assert_greedy_agrees(_cached_forward(m, mask), ref, got, 5, rtol=FP32_LOGITS)
+        assert_greedy_agrees(_cached_forward(m, mask), ref, m.generate(prompt, 12, greedy=True, attention_mask=mask), 5, rtol=FP32_LOGITS)
+
 # ---------------------------------------------------------------- no value is read on the host
 class NoHostReads(TorchDispatchMode):
     "Fail on every op that copies a tensor's value to Python (`.item()`, `int(t)`, `bool(t)`, `if t:`)."
@@ -179,11 +239,11 @@ def test_the_detector_catches_a_host_read():
     with pytest.raises(AssertionError, match="reads a tensor's value on the host"):
         with NoHostReads(): int(torch.zeros(2, device="meta").sum())
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_forward_reads_no_value_on_the_host(kind):
+@pytest.mark.parametrize("kind,scaling", EVERY_KIND, ids=[k if s is None else f"rope-{s['rope_type']}" for k, s in EVERY_KIND])
+def test_forward_reads_no_value_on_the_host(kind, scaling):
     "On the meta device `check_values` takes the path a GPU takes (an async assert); any host read fails the test."
     with torch.device("meta"):
-        lm, s2s = DecoderOnlyLM(cfg(positional=kind)), Transformer(cfg(positional=kind, pad_id=0))
+        lm, s2s = DecoderOnlyLM(cfg(positional=kind, rope_scaling=scaling)), Transformer(cfg(positional=kind, rope_scaling=scaling, pad_id=0))
         x = torch.zeros(2, 6, dtype=torch.long)
         keep = torch.ones(2, 6, dtype=torch.long)
     with NoHostReads():

@@ -461,3 +461,59 @@ def test_generate_loads_the_fast_step_on_first_use():
             "assert 'transformer_lit.fast_decoding' not in sys.modules; m.generate(torch.zeros(1, 2, dtype=torch.long), 3, greedy=True); "
             "import transformer_lit.fast_decoding as f; assert isinstance(m.new_cache(max_len=8, batch=1), f.StaticCache)")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+# --- where "with or without the cache, the same logits" holds -----------------------------------------------------------
+def _stepwise_logits(forward_full, forward_cached, seq, prompt_len):
+    "(uncached, cached) logits (B, T, V): generate's loop without the cache (each prefix re-run, its last row) and with it."
+    T = seq.shape[1]
+    uncached = torch.stack([forward_full(seq[:, :t])[:, -1] for t in range(1, T + 1)], 1)
+    return uncached, forward_cached(seq, prompt_len)
+
+def test_dynamic_ntk_cached_logits_part_from_uncached_past_the_original_length_as_in_transformers(tmp_path):
+    "RoPE scaled four ways, float64: cached == uncached to rounding, except dynamic NTK once a prefix passes L, where the course's model and transformers' LLaMA part the same way."
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformer_lit.checkpoints import from_pretrained
+    L0, T, P = 8, 16, 4
+    seq = torch.randint(0, 50, (2, T), generator=torch.Generator().manual_seed(1))
+    def ours_cached(m):
+        def run(s, p):
+            cache = m.new_cache()
+            return torch.cat([m(s[:, :p], cache=cache)] + [m(s[:, t:t + 1], cache=cache) for t in range(p, s.shape[1])], 1)
+        return run
+    extra = {"linear": {}, "yarn": dict(original_max_position_embeddings=L0),
+             "llama3": dict(original_max_position_embeddings=L0, low_freq_factor=1.0, high_freq_factor=4.0),
+             "dynamic": dict(original_max_position_embeddings=L0)}
+    with torch.no_grad():
+        for kind, kw in extra.items():
+            torch.manual_seed(0)
+            m = DecoderOnlyLM(TransformerConfig(vocab_size=50, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=32, dropout=0.0,
+                                                positional="rope", rope_scaling=dict(rope_type=kind, factor=2.0, **kw))).double().eval()
+            un, ca = _stepwise_logits(m, ours_cached(m), seq, P)
+            gap = (un - ca).abs().amax((0, 2))                              # (T,): the largest difference at each step
+            assert gap[:L0].max() < 1e-12, kind                              # prefixes of at most L tokens: float64 rounding
+            if kind == "dynamic": assert gap[L0:].min() > 1e-6               # every longer prefix: the scale differs
+            else: assert gap[L0:].max() < 1e-12, kind
+        # transformers' LLaMA with dynamic NTK (its original length is max_position_embeddings); weights of std 0.5, so
+        # that attention depends on positions enough for the gap to stand far above float32's rounding of the angles
+        cfg = LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=4, max_position_embeddings=L0, rms_norm_eps=1e-6, initializer_range=0.5,
+                          rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0})
+        torch.manual_seed(0)
+        llama = LlamaForCausalLM(cfg).double().eval()
+        def hf_cached(s, p):
+            out = llama(s[:, :p], use_cache=True); rows = [out.logits]
+            for t in range(p, s.shape[1]):
+                out = llama(s[:, t:t + 1], past_key_values=out.past_key_values, use_cache=True); rows.append(out.logits)
+            return torch.cat(rows, 1)
+        hf_un, hf_ca = _stepwise_logits(lambda s: llama(s).logits, hf_cached, seq, P)
+        hf_gap = (hf_un - hf_ca).abs().amax((0, 2))
+        assert hf_gap[:L0].max() < 1e-12 and hf_gap[L0:].min() > 1e-6
+        llama.save_pretrained(tmp_path)                                       # the same weights in the course's model
+        ours = from_pretrained(tmp_path, dtype=F64).eval()
+        un, ca = _stepwise_logits(ours, ours_cached(ours), seq, P)
+        # transformers computes the rotation angles in float32: angles up to 16 radians with relative error 2^-24, so cos
+        # and sin within ~1e-6, which two layers may amplify a few times: logits within 1e-5 of their largest size
+        tol = 1e-5 * hf_un.abs().max().item()
+        torch.testing.assert_close(un, hf_un, rtol=0, atol=tol)              # uncached: the same numbers
+        torch.testing.assert_close(ca, hf_ca, rtol=0, atol=tol)              # cached: the same (different) numbers
+        assert hf_gap[L0:].min() > 10 * tol                                  # and the gap stands far above that bound

@@ -3,6 +3,7 @@
 Equality of every type with Hugging Face's ROPE_INIT_FUNCTIONS is tested through rope_inv_freq in test_positional.py."""
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +75,56 @@ def test_dynamic_dict_as_config_json_holds_it_needs_the_length_merged_in():
         inv_hf, _ = ROPE_INIT_FUNCTIONS['dynamic'](cfg, 'cpu', seq_len=seq_len)
         torch.testing.assert_close(rope_inv_freq(16, 10000.0, merged, seq_len=seq_len)[0], inv_hf.double(), rtol=2e-6, atol=0)
     assert check_rope_scaling(merged)['original_max_position_embeddings'] == max_pos
+
+
+EPS64 = torch.finfo(f64).eps
+
+
+@pytest.mark.parametrize("D", [4, 6, 16, 64, 128])
+@pytest.mark.parametrize("f", [2.0, 3.7])
+def test_dynamic_from_a_length_tensor_is_the_int_path(D, f):
+    "The 0-d tensor length (what a model passes, so that torch.compile never reads it) gives the int length's frequencies."
+    sc = {'rope_type': 'dynamic', 'factor': f, 'original_max_position_embeddings': 24}
+    for n in (1, 23, 24, 25, 48, 240, 10_000):
+        a, af_a = rope_inv_freq(D, 10000.0, sc, seq_len=n)
+        b, af_b = rope_inv_freq(D, 10000.0, sc, seq_len=torch.tensor(n))
+        assert b.dtype == f64 and b.shape == (D // 2,) and af_a == af_b == 1.0
+        if n <= 24: assert torch.equal(a, b)                                   # up to L both are the table at L
+        # past L: Python's pow and torch's may round base' differently by an ulp (torch squares for D = 4); that ulp times
+        # |exponent| < 1 plus the final pow's own rounding: a few ulps, bounded here by 8
+        else: torch.testing.assert_close(b, a, rtol=8 * EPS64, atol=0)
+
+
+def test_dynamic_length_tensor_matches_transformers_and_is_checked():
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    cfg = LlamaConfig(hidden_size=32, num_attention_heads=2, head_dim=16, max_position_embeddings=64, vocab_size=10,
+                      num_hidden_layers=1, intermediate_size=8, rope_parameters={'rope_theta': 10000.0, 'rope_type': 'dynamic', 'factor': 2.0})
+    sc = {'rope_type': 'dynamic', 'factor': 2.0, 'original_max_position_embeddings': 64}
+    for n in (64, 96, 1000):                                                   # transformers passes a tensor too (float32 there)
+        inv_hf, _ = ROPE_INIT_FUNCTIONS['dynamic'](cfg, 'cpu', seq_len=torch.tensor(n))
+        torch.testing.assert_close(rope_inv_freq(16, 10000.0, sc, seq_len=torch.tensor(n))[0], inv_hf.double(), rtol=2e-6, atol=0)
+    with pytest.raises(ValueError, match=re.escape("seq_len.shape=(2,) must be ()")):
+        rope_inv_freq(16, 10000.0, sc, seq_len=torch.tensor([64, 96]))
+    with pytest.raises(TypeError, match=re.escape("seq_len.dtype=torch.float32 must be an integer dtype")):
+        rope_inv_freq(16, 10000.0, sc, seq_len=torch.tensor(96.0))
+
+
+def test_rotary_reads_no_length_on_the_host_and_rotates_as_before():
+    "RotaryEmbedding with dynamic scaling: forward from positions equals the rows at the int length (max + 1), and no value is read."
+    torch.manual_seed(0)
+    rot = RotaryEmbedding(16, scaling={'rope_type': 'dynamic', 'factor': 2.0, 'original_max_position_embeddings': 16})
+    x = torch.randn(2, 3, 40, 16, dtype=f64)
+    for pos in (torch.arange(40), torch.arange(40) + 7, torch.arange(40).flip(0) // 4):
+        n = int(pos.max()) + 1
+        cos, sin = rot.rows(pos, f64, seq_len=n)                               # the int path
+        # the frequencies agree within 8 ulps (above): angles within 8 eps x the largest angle n (pair 0 turns once per position),
+        # so cos and sin within that, each multiplying |x|; plus the products' own rounding
+        tol = 2 * float(x.abs().max()) * (8 * EPS64 * n + 4 * EPS64)
+        torch.testing.assert_close(rot(x, pos), x * cos + torch.cat((-x[..., 8:], x[..., :8]), -1) * sin, rtol=0, atol=tol)
+    with torch.device('meta'):
+        out = rot(torch.zeros(2, 3, 40, 16), torch.arange(40))                 # a meta tensor has no value to read
+    assert out.device.type == 'meta'
 
 
 @pytest.mark.parametrize("f,D", [(4.0, 16), (8.0, 64), (2.0, 128)])

@@ -157,7 +157,7 @@ def lm_generate(model: DecoderOnlyLM, # the model that generates
                  step=None, # what runs each forward pass, called like the model; default the model, e.g. torch.compile(model, fullgraph=True) (chapter 11)
                  compile_step: bool=False, # with static_cache: chapter 11's one-token step, compiled (the first compiled step checks dynamo's guards, later ones skip them)
                 ) -> Tensor: # (B, T0 + n), n <= max_new_tokens: it ends early when every row has stopped
-    "Extend `idx` token by token; with or without the KV cache (growing or static), and padded or alone, the tokens are the same."
+    "Extend `idx` token by token; with or without the KV cache (growing or static), and padded or alone, the tokens are the same (dynamic NTK excepted once a row passes its original length: its scale follows the batch's longest row, and cached keys keep an earlier one)."
     if not hasattr(model, "blocks"): raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")   # chapter 09's model
     check_tokens(idx, model.config.vocab_size); check_int("max_new_tokens", max_new_tokens, minimum=0)
     if not greedy: check_sampling(temperature, top_k, top_p, min_p, model.config.vocab_size)

@@ -19,10 +19,17 @@ def _linear(inv, s, head_dim, base, seq_len):
 
 def _dynamic(inv, s, head_dim, base, seq_len):
     "Dynamic NTK: for positions up to n > L the base becomes base·(f·n/L − (f − 1))^(D/(D−2)); nothing changes up to L."
-    f, L = s['factor'], s['original_max_position_embeddings']
-    n = L if seq_len is None else max(seq_len, L)
     if head_dim <= 2: return inv, 1.0                                     # one pair: the exponent D/(D-2) is undefined
-    return sinusoidal_frequencies(head_dim, base * (f * n / L - (f - 1)) ** (head_dim / (head_dim - 2))), 1.0
+    f, L, e = s['factor'], s['original_max_position_embeddings'], head_dim / (head_dim - 2)
+    if not torch.is_tensor(seq_len):
+        n = L if seq_len is None else max(seq_len, L)
+        return sinusoidal_frequencies(head_dim, base * (f * n / L - (f - 1)) ** e), 1.0
+    # seq_len a 0-d tensor (a model's largest position + 1, left on its device): tensor ops and no Python `if` on its
+    # value, so torch.compile traces the model whole and a GPU never waits for the host to read it
+    n = seq_len.to(torch.float64)
+    i = torch.arange(head_dim // 2, dtype=torch.float64, device=n.device)   # (D/2,)
+    grown = (base * (f * n / L - (f - 1)) ** e) ** (-2 * i / head_dim)       # (D/2,) the same formula
+    return torch.where(n > L, grown, _dynamic(inv, s, head_dim, base, None)[0].to(n.device)), 1.0
 
 # %% ../nbs/06_long_context.ipynb #l06c013
 def _llama3(inv, s, head_dim, base, seq_len):

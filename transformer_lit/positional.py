@@ -129,12 +129,15 @@ rope_scaling_types = {}  # rope_type -> fn(inv_freq, scaling, head_dim, base, se
 def rope_inv_freq(head_dim:int, # D, even
                   base:float=10000.0, # theta_i = base^(-2i/D) before scaling
                   scaling:dict|None=None, # None or a Hugging Face rope_scaling dict (see check_rope_scaling)
-                  seq_len:int|None=None, # dynamic only: positions 0 .. seq_len-1 are in use (None: the original length)
+                  seq_len:int|Tensor|None=None, # dynamic only: positions 0 .. seq_len-1 are in use (None: the original length; a 0-d tensor stays on its device)
                  )->tuple: # (inv_freq (D/2,) float64, attention_factor float that multiplies cos and sin)
     "The inverse frequencies and the attention factor of RoPE; a scaled rope_type is computed by chapter 06's function for it."
     check_int('head_dim', head_dim, even=True); _check_base(base)
     s = check_rope_scaling(scaling, base)
-    if seq_len is not None: check_int('seq_len', seq_len)
+    if isinstance(seq_len, Tensor):                                       # a 0-d integer tensor: its value stays on its device
+        _check_int_tensor('seq_len', seq_len)
+        if seq_len.dim(): raise ValueError(f"seq_len.shape={tuple(seq_len.shape)} must be () (one length)")
+    elif seq_len is not None: check_int('seq_len', seq_len)
     inv = sinusoidal_frequencies(head_dim, base)                          # (D/2,) float64
     if s is None or s['rope_type'] == 'default': return inv, 1.0
     if s['rope_type'] not in rope_scaling_types: importlib.import_module('transformer_lit.long_context')  # registers the types
@@ -156,12 +159,12 @@ class RotaryEmbedding(nn.Module):
         self._cache = {}                                         # (length, dtype, device) -> (cos, sin)
 
     def _dynamic(self, seq_len):
-        "True when dynamic scaling changes the frequencies for this many positions."
+        "True when dynamic scaling changes the frequencies for this many positions (or may: a tensor's value is not read)."
         s = self.scaling
-        return s is not None and s['rope_type'] == 'dynamic' and seq_len > s['original_max_position_embeddings']
+        return s is not None and s['rope_type'] == 'dynamic' and (isinstance(seq_len, Tensor) or seq_len > s['original_max_position_embeddings'])
 
     def rows(self, positions:Tensor, # integer positions, any shape
-             dtype=torch.float32, device=None, seq_len:int|None=None)->tuple: # cos, sin of shape positions.shape + (D,)
+             dtype=torch.float32, device=None, seq_len:int|Tensor|None=None)->tuple: # cos, sin of shape positions.shape + (D,)
         "cos and sin for the given positions only, computed in float64 on the positions' device and never cached."
         _check_int_tensor('positions', positions); _check_float_dtype('dtype', dtype)  # seq_len: checked by rope_inv_freq
         inv, af = (rope_inv_freq(self.head_dim, self.base, self.scaling, seq_len) if seq_len is not None and self._dynamic(seq_len)
@@ -198,7 +201,7 @@ class RotaryEmbedding(nn.Module):
         else:
             _check_pe_positions(positions, T)
             dynamic = self.scaling is not None and self.scaling['rope_type'] == 'dynamic'
-            n = int(positions.max()) + 1 if dynamic and positions.numel() else None    # dynamic NTK needs the length: reads it
+            n = positions.max() + 1 if dynamic and positions.numel() else None    # dynamic NTK needs the length: a 0-d tensor, not read on the host
             cos, sin = self.rows(positions.to(x.device), x.dtype, x.device, seq_len=n)  # (T, D) or (B, T, D), from the positions
             if positions.dim() == 2 and x.dim() == 4: cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, D)
         return apply_rotary(x, cos, sin, self.interleaved)
