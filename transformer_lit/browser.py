@@ -143,7 +143,8 @@ def format_error(model: DecoderOnlyLM, tensors: dict, ids: torch.Tensor) -> dict
     exact = restored_model(model, browser_tensors(model))(ids)                 # (1, T, V) float64, original weights
     stored = restored_model(model, tensors)(ids)
     diff = (stored - exact).abs()
-    return {"max_abs": diff.max().item(), "max_logit": exact.abs().max().item(), "mean_abs": diff.mean().item(),
+    sig = lambda v: float(f"{v:.4g}")                                          # 4 digits: the same file on any CPU
+    return {"max_abs": sig(diff.max().item()), "max_logit": sig(exact.abs().max().item()), "mean_abs": sig(diff.mean().item()),
             "tokens": ids.shape[1]}
 
 # %% ../nbs/appendix_browser.ipynb #8eab2a1d
