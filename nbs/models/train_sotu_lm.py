@@ -55,24 +55,29 @@ def corpus(archive: bytes) -> tuple:
     return join(kept), join(held), [n for n, _ in held], len(kept)
 
 class RepeatData(LMData):
-    """`LMData` in which a fraction `frac` of the windows hold a passage written twice: a stretch of 8-128 characters of
-    the window is written again later in the same window (right after itself half of the time, after a gap of 1-64
-    characters otherwise), replacing the text that stood there. Which windows, and where, is a function of the window's
-    start only, so a resumed run sees the same batches."""
-    def __init__(self, ids, block_size, vocab, frac: float, random_frac: float=0.0):
-        super().__init__(ids, block_size, vocab); self.frac, self.random_frac = frac, random_frac
+    """`LMData` in which some windows hold a stretch written twice: a stretch of 8-128 characters (at most a third of
+    the window) is written again later in the same window (right after itself half of the time, after a gap of up to 64
+    characters otherwise), replacing the text that stood there. In a fraction `frac` of the windows the stretch is the
+    text's own; in `random_frac` it is first replaced by characters drawn uniformly from the vocabulary, which only
+    copying predicts; in `task_frac` the whole window is such random characters (chapter 12a's task). Which windows,
+    and where, is a function of the window's start only, so a resumed run sees the same batches."""
+    def __init__(self, ids, block_size, vocab, frac: float=0.0, random_frac: float=0.0, task_frac: float=0.0):
+        super().__init__(ids, block_size, vocab); self.frac, self.random_frac, self.task_frac = frac, random_frac, task_frac
     def batch(self, idx) -> dict:
         idx = torch.as_tensor(idx)
         x = self.ids[idx[:, None] + torch.arange(self.block_size + 1)].clone()   # (B, T+1)
-        n = self.block_size + 1
+        n, V = self.block_size + 1, len(self.vocab)
         for row, start in enumerate(idx.tolist()):
             h = [(start * 2654435761 + k * 40503 * 2246822519) % 2 ** 31 for k in range(1, 7)]   # six hashes of the start
-            if h[0] % 1000 >= 1000 * (self.frac + self.random_frac): continue
-            gap = 0 if h[1] % 2 else 1 + h[2] % 64
-            L = 8 + h[3] % (min(128, (n - gap) // 2) - 7)                             # 8 .. 128 characters
+            u = h[0] % 1000                                                          # which kind of window: u / 1000
+            task, rand = u < 1000 * self.task_frac, u < 1000 * (self.task_frac + self.random_frac)
+            if u >= 1000 * (self.task_frac + self.random_frac + self.frac): continue
+            gap = 0 if h[1] % 2 else 1 + h[2] % min(64, n // 4)
+            L = 8 + h[3] % (min(128, n // 3) - 7)                                    # 8 .. min(128, n/3) characters
             p = h[4] % (n - 2 * L - gap + 1)                                         # the first copy starts here
-            if h[0] % 1000 < 1000 * self.random_frac:                                # random characters: only copying predicts them
-                x[row, p: p + L] = torch.randint(0, len(self.vocab), (L,), generator=torch.Generator().manual_seed(h[5]))
+            g = torch.Generator().manual_seed(h[5])
+            if task: x[row] = torch.randint(0, V, (n,), generator=g)
+            elif rand: x[row, p: p + L] = torch.randint(0, V, (L,), generator=g)
             x[row, p + L + gap: p + 2 * L + gap] = x[row, p: p + L]
         return dict(idx=x[:, :-1], targets=x[:, 1:])
 
@@ -274,15 +279,18 @@ def card_text(out: Path) -> str:
     parts = meta.get("phases") or [dict(from_step=1, to_step=meta["steps"], repeat_frac=0.0)]
     def part(ph):
         span = f"steps {ph['from_step']:,}-{ph['to_step']:,}"
+        win = f" in windows of {ph['window']} characters" if ph.get("window", meta["block_size"]) != meta["block_size"] else ""
         lr = f" at lr_factor {ph['lr_factor']}" if ph.get("lr_factor", meta["lr_factor"]) != meta["lr_factor"] else ""
-        kinds = ([f"{ph['repeat_frac']:.0%} of the windows holding a passage of the text written twice"] if ph["repeat_frac"] else []) + \
-                ([f"{ph['random_frac']:.0%} holding random characters written twice"] if ph.get("random_frac") else [])
-        return f"{span} read the training text as it is{lr}" if not kinds else f"{span} read it with {' and '.join(kinds)}{lr}"
+        kinds = [f"{ph[k]:.0%} {what}" for k, what in (("repeat_frac", "holding a passage of the text written twice"),
+                 ("random_frac", "holding random characters written twice"),
+                 ("task_frac", "made wholly of random characters with a stretch written twice")) if ph.get(k)]
+        return f"{span} read the training text as it is{win}{lr}" if not kinds else f"{span} read it{win} with {', '.join(kinds)}{lr}"
     phases_words = ("The run was made in parts: " + "; ".join(part(ph) for ph in parts) + ". In a window holding a "
-                    "passage written twice (`RepeatData` in the script), a stretch of 8-128 characters is written again later "
-                    "in the same window, right after itself or after a gap of up to 64 characters, replacing the text that "
-                    "stood there; in a window holding random characters, the first stretch is first replaced by characters "
-                    "drawn uniformly from the vocabulary, which only copying can predict. The history of each part is in "
+                    "passage written twice (`RepeatData` in the script), a stretch of 8-128 characters (at most a third of "
+                    "the window) is written again later in the same window, right after itself or after a gap of up to 64 "
+                    "characters, replacing the text that stood there; in a window holding random characters, the first "
+                    "stretch is first replaced by characters drawn uniformly from the vocabulary, which only copying can "
+                    "predict; a window made wholly of random characters is chapter 12a's task. The history of each part is in "
                     "`training.json`.") if len(parts) > 1 else ""
     text = CARD.format(phases_words=phases_words, 
         n_layers=c["n_layers"], d_model=c["d_model"], n_heads=c["n_heads"], n_kv_heads=c["n_kv_heads"],
@@ -334,6 +342,8 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeat-frac", type=float, default=0.0, help="fraction of windows holding a passage written twice (RepeatData), from the step the run resumes at")
     p.add_argument("--random-frac", type=float, default=0.0, help="fraction of windows holding random characters written twice (RepeatData)")
+    p.add_argument("--task-frac", type=float, default=0.0, help="fraction of windows made wholly of random characters with a stretch written twice (RepeatData)")
+    p.add_argument("--window", type=int, default=None, help="training windows of this many characters in this part (default: --block, the model's context)")
     p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto", help="auto: bf16 where the CPU has bfloat16 units")
     p.add_argument("--measure", type=int, default=20, help="steps per round of the train-vs-loop timing (0: skip)")
     p.add_argument("--measure-only", action="store_true", help="only time train() against the minimal loop, store it in training.json, rewrite the card")
@@ -350,8 +360,9 @@ def main(argv=None):
     chars = sorted(set(train_text + held_text))
     vocab = Vocab(chars, specials=False)
     enc = lambda s: torch.tensor(vocab.encode(s))
-    data, val = LMData(enc(train_text), a.block, vocab), LMData(enc(held_text), a.block, vocab)
-    if a.repeat_frac or a.random_frac: data = RepeatData(data.ids, a.block, vocab, a.repeat_frac, a.random_frac)
+    window = a.window or a.block
+    if not 64 <= window <= a.block: raise ValueError(f"--window {window} must be between 64 and --block {a.block}")
+    data, val = RepeatData(enc(train_text), window, vocab, a.repeat_frac, a.random_frac, a.task_frac), LMData(enc(held_text), a.block, vocab)
     config = model_config(len(vocab), a.block)
     precision = ("bf16" if bf16_units() else "fp32") if a.precision == "auto" else a.precision
     cfg = TrainConfig(steps=a.steps, batch_size=a.batch, warmup=a.warmup, lr_factor=a.lr_factor, label_smoothing=0.0,
@@ -380,8 +391,8 @@ def main(argv=None):
     phases_file = Path(str(out) + ".phases.json")                            # the data of each part of a run made in parts
     phases = json.loads(phases_file.read_text()) if phases_file.exists() and ckpt.exists() else []
     start = torch.load(ckpt, map_location="cpu", weights_only=False)["step"] if ckpt.exists() else 0
-    key = lambda ph: (ph["repeat_frac"], ph.get("random_frac", 0.0), ph.get("lr_factor", 0.7))
-    part = dict(from_step=start + 1, repeat_frac=a.repeat_frac, random_frac=a.random_frac, lr_factor=a.lr_factor)
+    key = lambda ph: tuple(ph[k] for k in ("repeat_frac", "random_frac", "task_frac", "lr_factor", "window"))
+    part = dict(from_step=start + 1, repeat_frac=a.repeat_frac, random_frac=a.random_frac, task_frac=a.task_frac, lr_factor=a.lr_factor, window=window)
     if not phases or key(phases[-1]) != key(part): phases.append(part); phases_file.write_text(json.dumps(phases))
     model = DecoderOnlyLM(config)
     hist = train(model, data, cfg, val=val, checkpoint=ckpt, resume=True, on_eval=on_eval)
@@ -396,9 +407,10 @@ def main(argv=None):
     steps = hist["step"][-1]
     ends = [ph["from_step"] - 1 for ph in phases[1:]] + [steps]                # the last step of each part
     command = " && ".join(f"python nbs/models/train_sotu_lm.py --steps {end} --seed {a.seed} --precision {precision}"
-                          + (f" --repeat-frac {ph['repeat_frac']}" if ph["repeat_frac"] else "")
-                          + (f" --random-frac {ph['random_frac']}" if ph.get("random_frac") else "")
-                          + (f" --lr-factor {ph['lr_factor']}" if ph.get("lr_factor", 0.7) != 0.7 else "") for ph, end in zip(phases, ends))
+                          + (f" --warmup {a.warmup}" if a.warmup != 400 else "")
+                          + (f" --window {ph['window']}" if ph["window"] != a.block else "")
+                          + "".join(f" --{k.replace('_', '-')} {ph[k]}" for k in ("repeat_frac", "random_frac", "task_frac") if ph[k])
+                          + (f" --lr-factor {ph['lr_factor']}" if ph["lr_factor"] != 0.7 else "") for ph, end in zip(phases, ends))
     meta = dict(command=command, phases=[dict(ph, to_step=end) for ph, end in zip(phases, ends)],
                 seed=a.seed, steps=steps, batch_size=a.batch, block_size=a.block, warmup=a.warmup, lr_factor=phases[0].get("lr_factor", 0.7),
                 peak_lr=phases[0].get("lr_factor", 0.7) * config.d_model ** -0.5 * a.warmup ** -0.5, eval_every=a.eval_every, precision=precision,
