@@ -6,9 +6,14 @@ SHA-256): 233 addresses, 1790-2021. The addresses are works of the United States
 recent addresses (2017-2021) are held out; their normalised text is stored beside the model (`heldout.txt`), so the
 held-out loss never depends on the download.
 
-Run from the repository root (about 90 minutes on two quiet CPU cores; resumable: run the same command again):
+Run from the repository root (resumable: run the same command again; a run in parts changes --window or the data
+fractions between parts, and each part is recorded):
 
     python nbs/models/train_sotu_lm.py --out nbs/models/sotu-char-llama
+
+Status: no schedule tried so far (up to 11,000 steps of 32 x 256 characters, with passages and random stretches written
+twice, and chapter 12a's task mixed in) makes this character-level model copy from its context, so nothing is shipped
+yet. The floors a model must meet before it ships are `test_trained_sotu.py` beside this script.
 
 `--card` rewrites only the model card (README.md) from the shipped files and training.json, so the card has one
 source: `write_card` below. `--measure N` times N steps of `transformer_lit.train.train` against a minimal loop.

@@ -1,0 +1,117 @@
+"""Acceptance checks for the model the SOTU script trains, run before it ships (`pytest nbs/models/test_trained_sotu.py`
+after `train_sotu_lm.py` has written nbs/models/sotu-char-llama); they move to tests/ with the shipped model.
+
+The course's model that reads its context (nbs/models/sotu-char-llama): what its card claims, recomputed from the
+shipped files in float64, the floors it must meet, transformers loading it as the same model, and the training
+script's data (`RepeatData`) doing what the card says. The corpus is never fetched here: the held-out text ships."""
+import importlib.util, json, math, re
+from pathlib import Path
+import pytest
+import torch
+from transformer_lit.checkpoints import from_pretrained
+from transformer_lit.train import Vocab
+from transformer_lit.model import assert_greedy_agrees
+
+MODELS = Path(__file__).resolve().parents[1] / "nbs" / "models"
+MODEL = MODELS / "sotu-char-llama"
+torch.set_num_threads(1)                                                         # as the suite's one_thread fixture
+
+def script():
+    "The training script as a module: its analysis, its card and its data."
+    spec = importlib.util.spec_from_file_location("train_sotu_lm", MODELS / "train_sotu_lm.py")
+    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+    return m
+
+def meta(): return json.loads((MODEL / "training.json").read_text())
+def heldout(): return (MODEL / "heldout.txt").read_text(encoding="utf-8")
+
+@pytest.fixture(scope="module")
+def analysis():
+    "The whole analysis, recomputed from the shipped files (float64): what the card and the floors below read."
+    return script().analyse(MODEL)
+
+def test_the_directory_is_a_small_llama_checkpoint():
+    files = {p.name for p in MODEL.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "heldout.txt",
+            "README.md", "training.json", "training_curve.png"} <= files
+    assert (MODEL / "model.safetensors").stat().st_size < 20e6                       # the issue's budget
+    hf = json.loads((MODEL / "config.json").read_text())
+    assert hf["architectures"] == ["LlamaForCausalLM"] and hf["num_key_value_heads"] < hf["num_attention_heads"]
+    model, m = from_pretrained(MODEL), meta()
+    c = model.config
+    assert (c.norm, c.activation, c.positional) == ("rms", "swiglu", "rope")
+    assert sum(p.numel() for p in model.parameters()) == m["parameters"]
+    assert c.max_len == m["block_size"] >= 256 and c.vocab_size == m["vocab_size"]
+    assert {k: getattr(c, k) for k in m["config"]} == m["config"]
+
+def test_the_heldout_text_is_the_normalised_recent_addresses():
+    "What the script's normalisation guarantees: printable ASCII and newlines, the five addresses of 2017-2021."
+    m, text = script(), heldout()
+    assert m.normalise(text) == text.strip() and text.endswith("\n")
+    assert set(text) <= {"\n"} | {chr(i) for i in range(32, 127)}
+    assert len(text) == meta()["heldout_chars"] and [f[:4] for f in meta()["heldout_files"]] == ["2017", "2018", "2019", "2020", "2021"]
+    assert m.normalise("\u201cFree\u201d \u2014 it\u2019s 72\u00b0\u2603") == "\"Free\" -- it's 72 degrees"
+
+def test_transformers_loads_the_same_model_and_tokenizer():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    ours, ref = from_pretrained(MODEL), AutoModelForCausalLM.from_pretrained(MODEL).eval()
+    tok = AutoTokenizer.from_pretrained(MODEL)
+    vocab = json.loads((MODEL / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+    text = heldout()[2000:2200]
+    ids = tok(text)["input_ids"]
+    assert ids == Vocab(sorted(vocab, key=vocab.get), specials=False).encode(text) and tok.decode(ids) == text
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        a, b = ours(x), ref(x).logits
+        assert ((a - b).abs().max() / b.abs().max()).item() < 1e-5                   # float32, as tests/test_checkpoints.py
+        prompt = x[:, :40]
+        n = 96
+        test = ours.generate(prompt, n, greedy=True, use_cache=True)
+        want = ref.generate(prompt, max_new_tokens=n, do_sample=False)
+    # cached float32 decoding in two libraries: equal up to the first near tie, each greedy after it
+    assert_greedy_agrees(ours, test, want, prompt.shape[1], rtol=1e-5)
+
+def test_the_stated_numbers_are_the_shipped_models(analysis):
+    """float64 makes every number independent of the machine to ~1e-12 (sums of a few hundred thousand terms); 1e-8
+    leaves a wide margin. The sample is drawn from float64 probabilities with a seeded generator: the same text."""
+    stored = meta()["analysis"]
+    assert stored.keys() == analysis.keys()
+    for k, v in analysis.items():
+        if isinstance(v, float): assert abs(v - stored[k]) < 1e-8, k
+        elif k in ("induction_scores", "prev_scores", "ablated_second_all", "window_loss", "window_mid", "window_late"):
+            assert torch.allclose(torch.tensor(v, dtype=torch.float64), torch.tensor(stored[k], dtype=torch.float64), rtol=0, atol=1e-8), k
+        else: assert v == stored[k], k
+
+def test_the_card_is_what_the_training_script_writes():
+    "One source for the card: README.md is exactly the text the script generates from training.json."
+    assert (MODEL / "README.md").read_text(encoding="utf-8") == script().card_text(MODEL)
+
+# -- the floors of the issue "A model that reads its context" --------------------------------------------------------
+def test_it_keeps_using_its_context_past_sixteen_characters(analysis):
+    "Mean loss at positions >= 128 below the mean at 16-31, by more than twice the standard error over windows."
+    a = analysis
+    late, mid = torch.tensor(a["window_late"]), torch.tensor(a["window_mid"])
+    diff = mid - late                                                               # per window
+    assert abs(diff.mean().item() - (a["mid"] - a["late"])) < 1e-9                   # the same windows, equal sizes
+    assert a["mid"] - a["late"] > 2 * a["diff_se"] > 0
+    assert a["heldout_loss"] < math.log(meta()["vocab_size"]) - 2
+
+def test_a_passage_written_twice_costs_at_most_half_the_second_time(analysis):
+    assert analysis["rep_second"] <= 0.5 * analysis["rep_first"]
+
+def test_an_induction_head_that_the_copying_needs(analysis):
+    "A head scores >= 10x a head that spreads its weight evenly, and zeroing it raises the second-copy loss by > 10 %."
+    a = analysis
+    assert a["induction_score"] >= 10 * a["induction_even"]
+    assert a["ablated_second"] > 1.1 * a["rep_second"]
+    layer, head = a["induction_head"]
+    n_heads = len(a["induction_scores"][0])
+    assert a["ablated_second_all"][layer * n_heads + head] == a["ablated_second"]     # the same ablation, the same path
+
+def test_the_sample_is_the_corpus_english(analysis):
+    "Most of the sample's words are words of the held-out addresses (a measured proxy for 'recognisably the corpus')."
+    words = lambda s: re.findall(r"[a-z]+", s.lower())
+    known = set(words(heldout()))
+    sample = words(analysis["sample"])
+    assert len(sample) >= 40 and sum(w in known for w in sample) / len(sample) >= 0.8
+
