@@ -221,7 +221,7 @@ def _device_problem(device: str) -> str|None:
 def _check_args(p, a, launched: bool) -> TrainConfig:
     "Every check that involves more than one flag or the machine, before any work: a usage error (exit 2) on the first that fails."
     if a.parallel in ("ddp", "fsdp") and not launched:
-        p.error(f"--parallel {a.parallel} needs several processes: start with torchrun --nproc-per-node N -m transformer_lit.train ...")
+        p.error(f"--parallel {a.parallel} needs several processes: start with torchrun --nproc-per-node N -m transformer_lit.at_scale ...")
     if a.d_model % a.heads: p.error(f"--d-model {a.d_model} must be a multiple of --heads {a.heads} (each head gets d_model / heads dimensions)")
     if (why := _device_problem(a.device)) is not None: p.error(f"--device {a.device} {why}")
     if a.resume and a.checkpoint is None: p.error("--resume needs --checkpoint PATH (the checkpoint to continue from)")

@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_training.ipynb #4f0c8cb5
 from __future__ import annotations
-import argparse, hashlib, importlib, inspect, json, math, numbers, os, resource, socket, sys, tempfile, time, traceback
+import argparse, hashlib, inspect, json, math, numbers, os, resource, socket, sys, tempfile, time, traceback
 from collections.abc import Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, asdict, fields
@@ -712,15 +712,3 @@ def make_model(data, d_model: int=64, n_heads: int=4, n_layers: int=2, dropout: 
     cfg = TransformerConfig(len(data.vocab), d_model, n_heads, n_layers, d_ff=4 * d_model, dropout=dropout,
                             max_len=data.block_size, positional="learned", scale_embeddings=False)
     return DecoderOnlyLM(cfg)
-
-# %% ../nbs/12_training.ipynb #b7a1c007
-_AT_SCALE = ("main", "launch", "train_job", "sample_predictions", "peak_live_bytes", "step_memory")   # chapter 13's names
-
-def __getattr__(name):
-    "Names that moved to chapter 13 (`transformer_lit.at_scale`) still resolve here, imported on first use."
-    if name in _AT_SCALE:
-        return getattr(importlib.import_module("transformer_lit.at_scale"), name)   # chapter 13: no import of a later chapter at load time
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-if __name__ == "__main__" and "__file__" in globals():               # python -m transformer_lit.train: chapter 13's command line
-    importlib.import_module("transformer_lit.at_scale").main()
