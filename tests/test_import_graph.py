@@ -147,3 +147,21 @@ def test_generation_options_are_visible():
     assert {"cache", "step", "use_cache"} <= set(params(lm_generate)) and {"cache", "step"} <= set(params(seq2seq_generate))
     assert {"static_cache", "compile_step"} <= set(params(fast_generate))
     assert {"beam_size", "length_penalty", "eos_id", "attention_mask"} <= set(params(lm_beam_search))
+
+
+def test_dropped_aliases_and_lazy_loads_are_gone():
+    "A fresh interpreter: the moved names import only from their chapter's module; importing a chapter loads no later one."
+    import subprocess, sys
+    code = ("import sys, importlib, torch; import transformer_lit.model as m; "
+            "assert 'transformer_lit.decoding' not in sys.modules and 'transformer_lit.fast_decoding' not in sys.modules; "
+            "lm = m.DecoderOnlyLM(m.TransformerConfig(vocab_size=20, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=16)).eval(); "
+            "lm.generate(torch.zeros(1, 2, dtype=torch.long), 3, greedy=True); "
+            "assert 'transformer_lit.decoding' not in sys.modules; "
+            "assert not hasattr(lm, 'new_cache') and not hasattr(lm, 'beam_search'); "
+            "import transformer_lit.decoding as d; d.lm_generate(lm, torch.zeros(1, 2, dtype=torch.long), 3, greedy=True); "
+            "assert 'transformer_lit.fast_decoding' not in sys.modules; "
+            "import transformer_lit.train as t; assert 'transformer_lit.at_scale' not in sys.modules; "
+            "gone = [(m, n) for m, ns in [(m, ['StaticCache', 'DecoderCache', 'sample_next', 'beam_search', 'filter_logits']), "
+            "(d, ['StaticCache', '_decode_step', '_fast_path_ok']), (t, ['main', 'launch', 'train_job'])] for n in ns if hasattr(m, n)]; "
+            "assert not gone, gone")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -8,7 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from .checks import (_check_id, _check_number, _check_rows, _check_step, check_beam, check_int, check_logits,
+from .checks import (_check_id, _check_number, _check_rows, _check_step, check_beam, check_bool, check_int, check_logits,
                                     check_sampling, check_tokens, check_values, left_padding_mask, stop_setup)
 from .multihead import CrossKVCache, KVCache
 from .model import DecoderOnlyLM, Transformer
@@ -146,7 +146,7 @@ def lm_generate(model: DecoderOnlyLM, # the model that generates
                 ) -> Tensor: # (B, T0 + n), n <= max_new_tokens: it ends early when every row has stopped
     "Extend `idx` token by token; with or without the KV cache (growing or static), and padded or alone, the tokens are the same (dynamic NTK excepted once a row passes its original length: its scale follows the batch's longest row, and cached keys keep an earlier one)."
     if not hasattr(model, "blocks"): raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")   # chapter 09's model
-    check_tokens(idx, model.config.vocab_size); check_int("max_new_tokens", max_new_tokens, minimum=0)
+    check_tokens(idx, model.config.vocab_size); check_int("max_new_tokens", max_new_tokens, minimum=0); check_bool("greedy", greedy)
     if not greedy: check_sampling(temperature, top_k, top_p, min_p, model.config.vocab_size)
     stops, pad = stop_setup(model.config.vocab_size, eos_id, stop_ids, pad_id, model.config.pad_id)
     keep = None if attention_mask is None else left_padding_mask(attention_mask, idx.shape)
@@ -191,7 +191,7 @@ def seq2seq_generate(model: Transformer, # the model that generates
                      ) -> Tensor: # (B, 1 + n), n <= max_new_tokens, starting with bos_id
     "Encode once, then decode token by token (with `use_cache`: cached model-attention and memory keys/values)."
     if not hasattr(model, "stack"): raise TypeError(f"model must be a Transformer, got {type(model).__name__}")   # chapter 09's model
-    check_int("max_new_tokens", max_new_tokens, minimum=0)
+    check_int("max_new_tokens", max_new_tokens, minimum=0); check_bool("greedy", greedy)
     if not greedy: check_sampling(temperature, top_k, top_p, min_p, model.config.vocab_size)
     stops, pad = stop_setup(model.config.vocab_size, eos_id, stop_ids, pad_id, model.config.pad_id)
     if isinstance(bos_id, bool) or not isinstance(bos_id, int) or not 0 <= bos_id < model.config.vocab_size:

@@ -21,6 +21,7 @@ from .attention import check_bool, check_int, check_values, _check_real
 from .masks import padding_mask
 from .blocks import EncoderBlock, DecoderBlock, DecoderOnlyBlock
 from .model import TransformerConfig, Transformer, DecoderOnlyLM, check_targets, check_tokens, count_parameters, _cross_entropy
+from .decoding import seq2seq_generate
 # the argument checks shared by this module (appendix "Checking the inputs")
 from .checks import _check_type, _check_iterable, _check_model, _check_index, _check_seed, _check_device
 
@@ -396,7 +397,7 @@ def greedy_translate(model: Transformer, data: Seq2SeqData, idx, # which example
     _check_seq2seq(model, data)
     was = model.training; model.eval()
     b = data.batch(idx)
-    out = model.generate(b["src"].to(device), data.max_tgt + 1, BOS, greedy=True, src_keep=b["src_keep"].to(device))
+    out = seq2seq_generate(model, b["src"].to(device), data.max_tgt + 1, BOS, greedy=True, src_keep=b["src_keep"].to(device))
     model.train(was)
     preds = []
     for row in out[:, 1:].tolist():                       # drop <bos>
