@@ -191,8 +191,8 @@ def test_inductor_step_equals_eager():
     torch.testing.assert_close(cache_c.layers[0].k, cache_e.layers[0].k, rtol=1e-5, atol=1e-5)
 
 def test_compile_step_gives_the_same_tokens_and_skips_guards_after_the_first_step(monkeypatch):
-    "generate(compile_step=True) runs chapter 11's step compiled by inductor (C++ wrapper): eager's tokens, padded too; guards skipped from the second step on."
-    import transformer_lit.decoding as dec
+    "fast_generate(compile_step=True) runs chapter 11's step compiled by inductor (C++ wrapper): eager's tokens, padded too; guards skipped from the second step on."
+    import transformer_lit.fast_decoding as dec
     torch.manual_seed(0)
     m = DecoderOnlyLM(cfg(positional="rope", n_layers=1, dropout=0.0)).eval()   # grouped-query heads (G = 2 of 4)
     prompt = ids(2, 5, seed=1)
@@ -216,7 +216,7 @@ def _cached_forward(m, mask, prompt_len=5):
     return forward
 
 def test_compile_step_on_dynamic_ntk_gives_eager_tokens():
-    "Dynamic NTK past the original length through generate(compile_step=True): eager's tokens, padded too."
+    "Dynamic NTK past the original length through fast_generate(compile_step=True): eager's tokens, padded too."
     torch.manual_seed(0)
     m = DecoderOnlyLM(cfg(positional="rope", n_layers=1, dropout=0.0, rope_scaling=dict(rope_type="dynamic", **SCALINGS["dynamic"]))).eval()
     prompt = ids(2, 5, seed=1)

@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 import torch
 import torch.nn.functional as F
 from transformer_lit.train import (BOS, EOS, PAD, LMData, Seq2SeqData, TrainConfig, Vocab, batch_indices, batch_loss,
-    char_lm_data, exact_match, load_checkpoint, main, make_model, make_task, model_logits, noam_lr, number_to_words,
+    char_lm_data, exact_match, load_checkpoint, make_model, make_task, model_logits, noam_lr, number_to_words,
     reverse_pairs, save_checkpoint, split_numbers, stdlib_corpus, train, translate_pairs, cross_attention_weights,
     autocast, match_flags, model_blocks, numbers_by_digits, parallel_mode, set_checkpointing, step_seed, train_plain)
 from transformer_lit.at_scale import launch, main, peak_live_bytes, sample_predictions, step_memory, train_job
