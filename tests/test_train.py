@@ -291,7 +291,7 @@ def test_torchrun_two_processes_match_one(tmp_path, parallel):
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
                 "--master_addr", "127.0.0.1", "--master_port", str(_free_port())]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    r = subprocess.run(torchrun + ["-m", "transformer_lit.train", *args, "--parallel", parallel, "--dump", str(tmp_path / "ddp")],
+    r = subprocess.run(torchrun + ["-m", "transformer_lit.at_scale", *args, "--parallel", parallel, "--dump", str(tmp_path / "ddp")],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=80)
     assert r.returncode == 0, r.stderr[-3000:]
     assert f'"parallel": "{parallel}"' in r.stdout
@@ -422,7 +422,7 @@ def test_load_checkpoint_checks_the_stored_config(tmp_path):
 
 # ---- the command line, in a subprocess
 def _cli(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "transformer_lit.train", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "transformer_lit.at_scale", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
 
 def test_cli_help_shows_every_default():
