@@ -40,8 +40,8 @@ class DecoderCache:
 def new_cache(model: DecoderOnlyLM|Transformer, # the model the cache serves (chapter 09)
              ) -> DecoderCache: # empty: one KVCache and one CrossKVCache per decoder block
     "An empty `DecoderCache` for `model`; each forward pass that is handed it appends its new tokens' keys and values."
-    if isinstance(model, DecoderOnlyLM): return DecoderCache(len(model.blocks))
-    if isinstance(model, Transformer): return DecoderCache(len(model.stack.decoder))
+    if hasattr(model, "blocks"): return DecoderCache(len(model.blocks))              # DecoderOnlyLM (chapter 09)
+    if hasattr(model, "stack"): return DecoderCache(len(model.stack.decoder))       # Transformer (chapter 09)
     raise TypeError(f"model must be a DecoderOnlyLM or a Transformer, got {type(model).__name__}")
 
 def _empty_cache(cache, use_cache):

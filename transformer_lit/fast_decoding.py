@@ -14,7 +14,7 @@ from .multihead import CrossKVCache, MultiHeadAttention, StaticKVCache, _rotate
 from .norm import LayerNorm, RMSNorm
 from .blocks import DecoderOnlyBlock
 from .ffn import FeedForward, SwiGLU
-from .model import DecoderOnlyLM, Transformer
+from .model import DecoderOnlyLM, Transformer   # the models the caches serve (type hints)
 from .decoding import lm_generate, new_cache
 
 # %% auto #0
@@ -141,8 +141,8 @@ def new_static_cache(model: DecoderOnlyLM|Transformer, # the model the cache ser
                      dtype: torch.dtype|None=None, device: torch.device|str|None=None, # default: the model's parameters'
                     ) -> StaticCache: # empty, one StaticKVCache per decoder block
     "An empty `StaticCache` with the model's layers and heads, so that a compiled decoding step keeps its shapes."
-    if isinstance(model, DecoderOnlyLM): n_layers = len(model.blocks)
-    elif isinstance(model, Transformer): n_layers = len(model.stack.decoder)
+    if hasattr(model, "blocks"): n_layers = len(model.blocks)                        # DecoderOnlyLM (chapter 09)
+    elif hasattr(model, "stack"): n_layers = len(model.stack.decoder)               # Transformer (chapter 09)
     else: raise TypeError(f"model must be a DecoderOnlyLM or a Transformer, got {type(model).__name__}")
     check_int("max_len", max_len); check_int("batch", batch, minimum=0)
     c, w = model.config, model.lm_head.weight
@@ -184,7 +184,7 @@ def fast_generate(model: DecoderOnlyLM, # the model that generates
                   compile_step: bool=False, # with static_cache: the one-token step compiled (the first compiled step checks dynamo's guards, later ones skip them)
                  ) -> Tensor: # (B, T0 + n), n <= max_new_tokens: the tokens `lm_generate` gives
     "Chapter 10's `lm_generate` with this chapter's step: the prompt through `forward`, then `_decode_step` where it computes what `forward` computes."
-    if not isinstance(model, DecoderOnlyLM): raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")
+    if not hasattr(model, "blocks"): raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")   # chapter 09's model
     check_tokens(idx, model.config.vocab_size); check_int("max_new_tokens", max_new_tokens, minimum=0)
     check_bool("static_cache", static_cache); check_bool("compile_step", compile_step)
     if compile_step and not static_cache: raise ValueError("compile_step=True needs static_cache=True (fixed shapes)")
