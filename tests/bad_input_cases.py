@@ -19,6 +19,8 @@ from torch import nn
 
 from transformer_lit import (checks, attention, scaling, norm, ffn, positional, masks, multihead, blocks, model, decoding, train,
                              checkpoints, flash, flash_triton, bench, viz, at_scale, fast_decoding)  # gpu_check imported by its rows
+from transformer_lit.decoding import lm_generate, seq2seq_generate, lm_beam_search, seq2seq_beam_search, new_cache
+from transformer_lit.fast_decoding import fast_generate, new_static_cache
 
 Row = namedtuple("Row", "id target call exc words")
 Legal = namedtuple("Legal", "id target call check")
@@ -81,7 +83,7 @@ def X(B=1, Tn=3, d=8, dtype=torch.float32): return T(B, Tn, d, dtype=dtype)
 
 def filled_cache():
     "A DecoderCache of the tiny LM after a prompt of 3 tokens."
-    c = lm().new_cache(); lm()(ids(), cache=c); return c
+    c = new_cache(lm()); lm()(ids(), cache=c); return c
 
 def register_then_remove(**kw):
     "register_backend(**kw), and remove whatever it registered even when it raised, so later rows see a clean registry."
@@ -936,10 +938,10 @@ def _decoding_rows(prefix, P, run, has_attention_mask):
 
 def _lm_gen(**kw):
     kw = dict(max_new_tokens=2) | kw
-    return lm().generate(ids(), kw.pop("max_new_tokens"), **kw)
+    return fast_generate(lm(), ids(), kw.pop("max_new_tokens"), **kw)
 _decoding_rows("decoding.lm_generate", "decoding.lm_generate:", _lm_gen, True)
-R("model.DecoderOnlyLM.generate.idx.uint8", "decoding.lm_generate:idx", TypeError, ["idx.dtype=torch.uint8"], lambda: lm().generate(ids(dtype=torch.uint8), 2))
-R("model.DecoderOnlyLM.generate.idx.too_large", "decoding.lm_generate:idx", ValueError, ["idx", "vocab_size=11"], lambda: lm().generate(torch.tensor([[11]]), 2))
+R("model.DecoderOnlyLM.generate.idx.uint8", "decoding.lm_generate:idx", TypeError, ["idx.dtype=torch.uint8"], lambda: fast_generate(lm(), ids(dtype=torch.uint8), 2))
+R("model.DecoderOnlyLM.generate.idx.too_large", "decoding.lm_generate:idx", ValueError, ["idx", "vocab_size=11"], lambda: fast_generate(lm(), torch.tensor([[11]]), 2))
 
 def _beam_rows(prefix, P, run, has_attention_mask):
     for p, bad, exc, words in (
@@ -956,10 +958,10 @@ def _beam_rows(prefix, P, run, has_attention_mask):
 
 def _lm_beam(**kw):
     kw = dict(max_new_tokens=2, beam_size=2) | kw
-    return lm().beam_search(ids(), kw.pop("max_new_tokens"), kw.pop("beam_size"), **kw)
+    return lm_beam_search(lm(), ids(), kw.pop("max_new_tokens"), kw.pop("beam_size"), **kw)
 _beam_rows("decoding.lm_beam_search", "decoding.lm_beam_search:", _lm_beam, True)
 R("model.DecoderOnlyLM.beam_search.idx.float", "decoding.lm_beam_search:idx", TypeError, ["idx.dtype=torch.float32"],
-  lambda: lm().beam_search(ids().float(), 2, 2))
+  lambda: lm_beam_search(lm(), ids().float(), 2, 2))
 
 TS = MO + "TransformerStack"
 R("model.TransformerStack.config.str", TS + ":config", TypeError, [NAMED("config"), "TransformerConfig", "str"], lambda: model.TransformerStack("c"))
@@ -1007,7 +1009,7 @@ R("model.Transformer.decode.memory.str", TR + ".decode:memory", TypeError, ["mem
 R("model.Transformer.decode.memory_mask.plus_inf", TR + ".decode:memory_mask", ValueError, ["mask", "+inf"],
   lambda: s2s().decode(ids(), _mem()[0], with_inf((1, 1, 1, 3))))
 R("model.Transformer.decode.tgt_keep.with_cache", TR + ".decode:tgt_keep", ValueError, ["tgt_keep", "cache"],
-  lambda: s2s().decode(ids(), *_mem(), tgt_keep=torch.ones(1, 3, dtype=torch.bool), cache=s2s().new_cache()))
+  lambda: s2s().decode(ids(), *_mem(), tgt_keep=torch.ones(1, 3, dtype=torch.bool), cache=new_cache(s2s())))
 R("model.Transformer.decode.cache.str", TR + ".decode:cache", TypeError, [NAMED("cache"), "DecoderCache", "str"], lambda: s2s().decode(ids(), *_mem(), cache="c"))
 R("model.Transformer.forward.src.uint8", TR + ".forward:src", TypeError, ["src.dtype=torch.uint8"], lambda: s2s()(ids(dtype=torch.uint8), ids()))
 R("model.Transformer.forward.tgt.negative", TR + ".forward:tgt", ValueError, ["tgt", "-2"], lambda: s2s()(ids(), torch.tensor([[1, -2]])))
@@ -1018,19 +1020,19 @@ _target_rows("model.Transformer.forward", TR + ".forward:", lambda t: s2s()(ids(
 
 def _s2s_gen(**kw):
     kw = dict(max_new_tokens=2, bos_id=1) | kw
-    return s2s().generate(ids(), kw.pop("max_new_tokens"), kw.pop("bos_id"), **kw)
+    return seq2seq_generate(s2s(), ids(), kw.pop("max_new_tokens"), kw.pop("bos_id"), **kw)
 _decoding_rows("decoding.seq2seq_generate", "decoding.seq2seq_generate:", _s2s_gen, False)
 R("model.Transformer.generate.bos_id.too_large", "decoding.seq2seq_generate:bos_id", ValueError, ["bos_id=11"], lambda: _s2s_gen(bos_id=11))
 R("model.Transformer.generate.bos_id.none", "decoding.seq2seq_generate:bos_id", ValueError, ["bos_id=None"], lambda: _s2s_gen(bos_id=None))
-R("model.Transformer.generate.src.uint8", "decoding.seq2seq_generate:src", TypeError, ["src.dtype=torch.uint8"], lambda: s2s().generate(ids(dtype=torch.uint8), 2, 1))
+R("model.Transformer.generate.src.uint8", "decoding.seq2seq_generate:src", TypeError, ["src.dtype=torch.uint8"], lambda: seq2seq_generate(s2s(), ids(dtype=torch.uint8), 2, 1))
 R("model.Transformer.generate.src_keep.shape", "decoding.seq2seq_generate:src_keep", ValueError, ["src_keep", "(1, 2)"],
   lambda: _s2s_gen(src_keep=torch.ones(1, 2, dtype=torch.bool)))
 def _s2s_beam(**kw):
     kw = dict(max_new_tokens=2, bos_id=1, beam_size=2) | kw
-    return s2s().beam_search(ids(), kw.pop("max_new_tokens"), kw.pop("bos_id"), kw.pop("beam_size"), **kw)
+    return seq2seq_beam_search(s2s(), ids(), kw.pop("max_new_tokens"), kw.pop("bos_id"), kw.pop("beam_size"), **kw)
 _beam_rows("decoding.seq2seq_beam_search", "decoding.seq2seq_beam_search:", _s2s_beam, False)
 R("model.Transformer.beam_search.bos_id.too_large", "decoding.seq2seq_beam_search:bos_id", ValueError, ["bos_id=11"], lambda: _s2s_beam(bos_id=11))
-R("model.Transformer.beam_search.src.float", "decoding.seq2seq_beam_search:src", TypeError, ["src.dtype=torch.float32"], lambda: s2s().beam_search(ids().float(), 2, 1, 2))
+R("model.Transformer.beam_search.src.float", "decoding.seq2seq_beam_search:src", TypeError, ["src.dtype=torch.float32"], lambda: seq2seq_beam_search(s2s(), ids().float(), 2, 1, 2))
 R("model.Transformer.beam_search.src_keep.shape", "decoding.seq2seq_beam_search:src_keep", ValueError, ["src_keep", "(1, 2)"],
   lambda: _s2s_beam(src_keep=torch.ones(1, 2, dtype=torch.bool)))
 R("model.parameter_breakdown.model.str", MO + "parameter_breakdown:model", TypeError, ["model", "str"], lambda: model.parameter_breakdown("m"))
@@ -1139,27 +1141,27 @@ R("model.Positions.bias_at.x.int64", BAt + "x", TypeError, ["x.dtype=torch.int64
   lambda: alibi_pos().bias_at(torch.arange(3), 3, torch.zeros(1, 3, 8, dtype=torch.long)))
 R("checks.check_attention_mask.what.used", CA + "what", ValueError, ["(1, 3)", "(B, T)", "(1, 4)"],
   lambda: checks.check_attention_mask(torch.ones(1, 4, dtype=torch.bool), (1, 3), what="(B, T)"))
-for cname, make, gen in (("DecoderOnlyLM", lm, lambda m, **kw: m.generate(ids(), 2, **kw)), ("Transformer", s2s, lambda m, **kw: m.generate(ids(), 2, 1, **kw))):
+R("fast_decoding.fast_generate.static_cache.int", "fast_decoding.fast_generate:static_cache", TypeError, ["static_cache=1", "bool"],
+  lambda: fast_generate(lm(), ids(), 2, static_cache=1))
+for cname, make, gen in (("DecoderOnlyLM", lm, lambda m, **kw: lm_generate(m, ids(), 2, **kw)), ("Transformer", s2s, lambda m, **kw: seq2seq_generate(m, ids(), 2, 1, **kw))):
     G_ = "decoding.lm_generate:" if cname == "DecoderOnlyLM" else "decoding.seq2seq_generate:"
-    R(f"model.{cname}.generate.static_cache.int", G_ + "static_cache", TypeError, ["static_cache=1", "bool"], lambda make=make, gen=gen: gen(make(), static_cache=1))
-    R(f"model.{cname}.generate.static_cache.without_cache", G_ + "static_cache", ValueError, ["static_cache=True", "use_cache"],
-      lambda make=make, gen=gen: gen(make(), static_cache=True, use_cache=False))
+    R(f"decoding.{cname}.generate.cache.int", G_ + "cache", TypeError, ["cache must be None", "int"], lambda make=make, gen=gen: gen(make(), cache=1))
+    R(f"decoding.{cname}.generate.cache.without_use_cache", G_ + "cache", ValueError, ["cache needs use_cache=True"],
+      lambda make=make, gen=gen: gen(make(), cache=new_cache(make()), use_cache=False))
     R(f"model.{cname}.generate.step.int", G_ + "step", TypeError, ["step=3", "callable"], lambda make=make, gen=gen: gen(make(), step=3))
-    NC = f"{MO}{cname}.new_cache:"
-    R(f"model.{cname}.new_cache.max_len.zero", NC + "max_len", ValueError, ["max_len=0"], lambda make=make: make().new_cache(0, 1))
-    R(f"model.{cname}.new_cache.batch.missing", NC + "batch", TypeError, ["batch=None"], lambda make=make: make().new_cache(4))
-    R(f"model.{cname}.new_cache.batch.negative", NC + "batch", ValueError, ["batch=-1"], lambda make=make: make().new_cache(4, -1))
-    R(f"model.{cname}.new_cache.batch.without_max_len", NC + "batch", ValueError, ["batch=2", "max_len"], lambda make=make: make().new_cache(None, 2))
-    R(f"model.{cname}.new_cache.dtype.int64", NC + "dtype", TypeError, ["dtype=torch.int64"], lambda make=make: make().new_cache(4, 1, torch.int64))
+    NC = "fast_decoding.new_static_cache:"
+    R(f"model.{cname}.new_cache.max_len.zero", NC + "max_len", ValueError, ["max_len=0"], lambda make=make: new_static_cache(make(), 0, 1))
+    R(f"model.{cname}.new_cache.batch.none", NC + "batch", TypeError, ["batch=None"], lambda make=make: new_static_cache(make(), 4, None))
+    R(f"model.{cname}.new_cache.batch.negative", NC + "batch", ValueError, ["batch=-1"], lambda make=make: new_static_cache(make(), 4, -1))
+    R(f"model.{cname}.new_cache.max_len.none", NC + "max_len", TypeError, ["max_len=None"], lambda make=make: new_static_cache(make(), None, 2))
+    R(f"model.{cname}.new_cache.dtype.int64", NC + "dtype", TypeError, ["dtype=torch.int64"], lambda make=make: new_static_cache(make(), 4, 1, torch.int64))
 
-R("model.DecoderOnlyLM.generate.compile_step.int", "decoding.lm_generate:compile_step", TypeError, ["compile_step=1", "bool"],
-  lambda: lm().generate(ids(), 2, compile_step=1))
-R("model.DecoderOnlyLM.generate.compile_step.without_static", "decoding.lm_generate:compile_step", ValueError, ["compile_step=True", "static_cache=True"],
-  lambda: lm().generate(ids(), 2, compile_step=True))
-R("model.DecoderOnlyLM.generate.compile_step.with_step", "decoding.lm_generate:compile_step", ValueError, ["compile_step=True", "step=None"],
-  lambda: lm().generate(ids(), 2, static_cache=True, compile_step=True, step=lm()))
-R("model.DecoderOnlyLM.generate.compile_step.training", "decoding.lm_generate:compile_step", ValueError, ["compile_step=True", "training=True"],
-  lambda: lm().train().generate(ids(), 2, static_cache=True, compile_step=True))
+R("model.DecoderOnlyLM.generate.compile_step.int", "fast_decoding.fast_generate:compile_step", TypeError, ["compile_step=1", "bool"],
+  lambda: fast_generate(lm(), ids(), 2, compile_step=1))
+R("model.DecoderOnlyLM.generate.compile_step.without_static", "fast_decoding.fast_generate:compile_step", ValueError, ["compile_step=True", "static_cache=True"],
+  lambda: fast_generate(lm(), ids(), 2, compile_step=True))
+R("model.DecoderOnlyLM.generate.compile_step.training", "fast_decoding.fast_generate:compile_step", ValueError, ["compile_step=True", "training=True"],
+  lambda: fast_generate(lm().train(), ids(), 2, static_cache=True, compile_step=True))
 # =====================================================================================================================
 # train
 # =====================================================================================================================
@@ -1680,7 +1682,7 @@ for p, bad, exc, words in (("config", "c", TypeError, [NAMED("config"), "Transfo
 R("bench.bench_peer.config.not_gpt2", BP + "config", ValueError, ["cannot be saved as gpt2"], lambda: _bp(config=cfg()))
 DS = BE + "decode_step:"
 def _ds(cache=None, context=2):
-    m = lm(); c = m.new_cache(max_len=4, batch=1) if cache is None else cache
+    m = lm(); c = new_static_cache(m, max_len=4, batch=1) if cache is None else cache
     return bench.decode_step(m, c, context, ids(1, 1))
 R("bench.decode_step.cache.growing", DS + "cache", TypeError, ["cache must be a StaticCache", "DecoderCache"],
   lambda: _ds(decoding.DecoderCache(2)))
@@ -1950,7 +1952,7 @@ EXEMPT_PARAMS: dict = {
     ("bench.bench_mha", "device"): DEVICE, ("bench.lm_inputs", "device"): DEVICE,
     ("bench.bench_peer", "device"): DEVICE,    ("bench.bench_compile", "device"): DEVICE, ("bench.bench_compile", "fullgraph"): FLAG, ("bench.bench_compile", "cold"): FLAG,
     ("multihead.StaticKVCache", "device"): DEVICE, ("fast_decoding.StaticCache", "device"): DEVICE,
-    ("model.DecoderOnlyLM.new_cache", "device"): DEVICE, ("model.Transformer.new_cache", "device"): DEVICE,
+    ("fast_decoding.new_static_cache", "device"): DEVICE,
     ("gpu_check.tune", "device"): DEVICE, ("gpu_check.benchmark_kernels", "device"): DEVICE,
     ("gpu_check.compile_kernel", "is_causal"): FLAG, ("gpu_check.run_check", "dry_run"): FLAG, ("gpu_check.run_check", "tune_tiles"): FLAG, ("bench.bench_mha", "causal"): FLAG, ("bench.bench_gqa", "device"): DEVICE,
     **{("viz.attention_heatmap", p): MPL for p in ("ax", "title", "annotate", "vmin", "vmax", "cmap", "colorbar")},
@@ -2022,11 +2024,11 @@ L("model.DecoderOnlyLM.T1", "model.DecoderOnlyLM", lambda: lm()(ids(Tn=1)), shap
 L("model.DecoderOnlyLM.some_ignored_targets", "model.DecoderOnlyLM", lambda: lm()(ids(), torch.tensor([[1, -100, 2]]))[1], shape_is())
 L("model.DecoderOnlyLM.float64", "model.DecoderOnlyLM", lambda: model.DecoderOnlyLM(cfg(positional="rope")).double()(ids()), shape_is(1, 3, V))
 L("model.DecoderOnlyLM.gqa_G1", "model.DecoderOnlyLM", lambda: model.DecoderOnlyLM(cfg(n_kv_heads=1)).eval()(ids()), shape_is(1, 3, V))
-L("model.DecoderOnlyLM.generate_B0", "model.DecoderOnlyLM.generate", lambda: lm().generate(torch.zeros(0, 2, dtype=torch.long), 2), shape_is(0, 4))
-L("model.DecoderOnlyLM.generate_zero_new", "model.DecoderOnlyLM.generate", lambda: lm().generate(ids(), 0), shape_is(1, 3))
+L("model.DecoderOnlyLM.generate_B0", "model.DecoderOnlyLM.generate", lambda: fast_generate(lm(), torch.zeros(0, 2, dtype=torch.long), 2), shape_is(0, 4))
+L("model.DecoderOnlyLM.generate_zero_new", "model.DecoderOnlyLM.generate", lambda: fast_generate(lm(), ids(), 0), shape_is(1, 3))
 L("model.DecoderOnlyLM.generate_static_B0", "model.DecoderOnlyLM.generate",
-  lambda: lm().generate(torch.zeros(0, 2, dtype=torch.long), 2, static_cache=True), shape_is(0, 4))
-L("model.DecoderOnlyLM.generate_static", "model.DecoderOnlyLM.generate", lambda: lm().generate(ids(), 2, static_cache=True), shape_is(1, 5))
+  lambda: fast_generate(lm(), torch.zeros(0, 2, dtype=torch.long), 2, static_cache=True), shape_is(0, 4))
+L("model.DecoderOnlyLM.generate_static", "model.DecoderOnlyLM.generate", lambda: fast_generate(lm(), ids(), 2, static_cache=True), shape_is(1, 5))
 L("multihead.StaticKVCache.B0", "multihead.StaticKVCache",
   lambda: multihead.StaticKVCache(0, 2, 4, 4).append(T(0, 2, 1, 4), T(0, 2, 1, 4))[0], shape_is(0, 2, 4, 4))
 L("positional.sinusoidal_at.no_positions", "positional.sinusoidal_at", lambda: positional.sinusoidal_at(torch.arange(0), 8), shape_is(0, 8))
@@ -2047,27 +2049,49 @@ def nan_model(cls):
     with torch.no_grad(): m.lm_head.weight.fill_(NAN)
     return m
 R("model.DecoderOnlyLM.generate.greedy.nan_logits", "decoding.lm_generate:greedy", ValueError, ["logits row 0", "NaN"],
-  lambda: nan_model(model.DecoderOnlyLM).generate(ids(), 2, greedy=True))
+  lambda: fast_generate(nan_model(model.DecoderOnlyLM), ids(), 2, greedy=True))
 R("model.DecoderOnlyLM.generate.temperature.nan_logits", "decoding.lm_generate:temperature", ValueError, ["logits row 0", "NaN"],
-  lambda: nan_model(model.DecoderOnlyLM).generate(ids(), 2, temperature=0.7))
+  lambda: fast_generate(nan_model(model.DecoderOnlyLM), ids(), 2, temperature=0.7))
 R("model.DecoderOnlyLM.beam_search.idx.nan_logits", "decoding.lm_beam_search:idx", ValueError, ["row 0", "NaN"],
-  lambda: nan_model(model.DecoderOnlyLM).beam_search(ids(), 2, 2))
+  lambda: lm_beam_search(nan_model(model.DecoderOnlyLM), ids(), 2, 2))
 R("model.Transformer.generate.greedy.nan_logits", "decoding.seq2seq_generate:greedy", ValueError, ["logits row 0", "NaN"],
-  lambda: nan_model(model.Transformer).generate(ids(), 2, 1, greedy=True))
+  lambda: seq2seq_generate(nan_model(model.Transformer), ids(), 2, 1, greedy=True))
 R("model.Transformer.beam_search.src.nan_logits", "decoding.seq2seq_beam_search:src", ValueError, ["row 0", "NaN"],
-  lambda: nan_model(model.Transformer).beam_search(ids(), 2, 1, 2))
+  lambda: seq2seq_beam_search(nan_model(model.Transformer), ids(), 2, 1, 2))
 
-# -- the models' decoding methods forward to `decoding` (chapter 10): their own two arguments here, the options there
+# -- the models' own plain loops (chapter 09): every argument checked where it enters
 for cname, make, first in (("DecoderOnlyLM", lm, "idx"), ("Transformer", s2s, "src")):
     extra = () if cname == "DecoderOnlyLM" else (1,)                        # the encoder-decoder model's bos_id
-    for meth in ("generate", "beam_search"):
-        K = f"{MO}{cname}.{meth}:"
-        R(f"model.{cname}.{meth}.{first}.float_via_method", K + first, TypeError, [f"{first}.dtype=torch.float32"],
-          lambda make=make, meth=meth, extra=extra: getattr(make(), meth)(ids().float(), 2, *extra))
-        R(f"model.{cname}.{meth}.max_new_tokens.negative_via_method", K + "max_new_tokens", ValueError, ["max_new_tokens=-1"],
-          lambda make=make, meth=meth, extra=extra: getattr(make(), meth)(ids(), -1, *extra))
-        for p in ("args", "kwargs"):
-            EXEMPT_PARAMS[(f"model.{cname}.{meth}", p)] = f"forwarded to decoding's function, whose rows cover every option"
+    K = f"{MO}{cname}.generate:"
+    g = lambda *a, make=make, extra=extra, **kw: make().generate(*(a[:2] + extra + a[2:]), **kw)
+    R(f"model.{cname}.generate.{first}.float", K + first, TypeError, [f"{first}.dtype=torch.float32"], lambda g=g: g(ids().float(), 2))
+    R(f"model.{cname}.generate.max_new_tokens.negative", K + "max_new_tokens", ValueError, ["max_new_tokens=-1"], lambda g=g: g(ids(), -1))
+    R(f"model.{cname}.generate.greedy.int", K + "greedy", TypeError, ["greedy=1", "bool"], lambda g=g: g(ids(), 2, greedy=1))
+    R(f"model.{cname}.generate.temperature.zero", K + "temperature", ValueError, ["temperature=0"], lambda g=g: g(ids(), 2, temperature=0.0))
+    R(f"model.{cname}.generate.top_k.too_large", K + "top_k", ValueError, ["top_k=12"], lambda g=g: g(ids(), 2, top_k=12))
+    R(f"model.{cname}.generate.generator.str", K + "generator", TypeError, ["generator", "str"], lambda g=g: g(ids(), 2, generator="g"))
+R("model.Transformer.generate.bos_id.too_large_plain", f"{MO}Transformer.generate:bos_id", ValueError, ["bos_id=11"],
+  lambda: s2s().generate(ids(), 2, 11))
+R("model.Transformer.generate.src_keep.shape_plain", f"{MO}Transformer.generate:src_keep", ValueError, ["src_keep", "(1, 2)"],
+  lambda: s2s().generate(ids(), 2, 1, src_keep=torch.ones(1, 2, dtype=torch.bool)))
+R("model.DecoderOnlyLM.generate.too_long", f"{MO}DecoderOnlyLM.generate:max_new_tokens", ValueError, ["max_new_tokens=40", "max_len"],
+  lambda: lm().generate(ids(), 40))
+R("decoding.new_cache.model.str", "decoding.new_cache:model", TypeError, [NAMED("model"), "str"], lambda: decoding.new_cache("m"))
+R("fast_decoding.new_static_cache.model.str", "fast_decoding.new_static_cache:model", TypeError, [NAMED("model"), "str"],
+  lambda: new_static_cache("m", 4, 1))
+R("fast_decoding.new_static_cache.device.int", "fast_decoding.new_static_cache:device", TypeError, ["device"],
+  lambda: new_static_cache(lm(), 4, 1, device=3.5))
+# -- chapter 11's fast_generate: its own checks, then chapter 10's lm_generate checks the rest (the same rows, through it)
+FG = "fast_decoding.fast_generate:"
+R("fast_decoding.fast_generate.model.str", FG + "model", TypeError, [NAMED("model"), "DecoderOnlyLM", "str"], lambda: fast_generate("m", ids(), 2))
+R("fast_decoding.fast_generate.idx.float", FG + "idx", TypeError, ["idx.dtype=torch.float32"], lambda: fast_generate(lm(), ids().float(), 2))
+R("fast_decoding.fast_generate.max_new_tokens.negative", FG + "max_new_tokens", ValueError, ["max_new_tokens=-1"], lambda: fast_generate(lm(), ids(), -1))
+for p_, v_, exc_, words_ in (("greedy", 1, TypeError, ["greedy=1"]), ("temperature", 0.0, ValueError, ["temperature=0"]),
+                             ("top_k", 12, ValueError, ["top_k=12"]), ("top_p", 1.5, ValueError, ["top_p=1.5"]),
+                             ("min_p", -0.5, ValueError, ["min_p=-0.5"]), ("generator", "g", TypeError, ["generator", "str"]),
+                             ("attention_mask", torch.ones(1, 2, dtype=torch.bool), ValueError, ["attention_mask"]),
+                             ("eos_id", 11, ValueError, ["eos_id=11"]), ("stop_ids", [11], ValueError, ["11"]), ("pad_id", 11, ValueError, ["pad_id=11"])):
+    R(f"fast_decoding.fast_generate.{p_}.bad", FG + p_, exc_, words_, lambda p_=p_, v_=v_: fast_generate(lm(), ids(), 2, **{p_: v_}))
 for fname, cls in (("lm_generate", "DecoderOnlyLM"), ("seq2seq_generate", "Transformer"), ("lm_beam_search", "DecoderOnlyLM"),
                    ("seq2seq_beam_search", "Transformer")):
     R(f"decoding.{fname}.model.str", f"decoding.{fname}:model", TypeError, [NAMED("model"), cls, "str"],

@@ -7,6 +7,8 @@ from transformer_lit import bench
 from transformer_lit.bench import (bench_attention, bench_backends, bench_mha, markdown_table, mha_table, main,
                                    parse_args, time_ms, math_bytes)
 from transformer_lit.flash import attention_flops
+from transformer_lit.decoding import lm_generate, seq2seq_generate, lm_beam_search, seq2seq_beam_search, new_cache
+from transformer_lit.fast_decoding import fast_generate, new_static_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -124,7 +126,7 @@ def test_peer_same_weights_same_numbers():
         bench.bench_peer(cfg, seq_len=8, prompt_len=60, new_tokens=7)
 
 def test_peer_compiled_generation_gives_the_same_tokens():
-    "The generate-compiled workload runs generate(compile_step=True) (Inductor, once) and checks its tokens against transformers'."
+    "The generate-compiled workload runs fast_generate(compile_step=True) (Inductor, once) and checks its tokens against transformers'."
     pytest.importorskip("transformers")
     cfg = bench._peer_config(vocab_size=97, d_model=32, n_layers=2, n_heads=4, max_len=64)
     (row,) = bench.bench_peer(cfg, seq_len=8, prompt_len=5, new_tokens=6, workloads=("generate-compiled",), repeats=1, warmup=0)
@@ -291,13 +293,13 @@ def test_decode_step_equals_a_full_forward():
     torch.manual_seed(0)
     m = DecoderOnlyLM(cfg).double().eval()
     idx, _ = bench.lm_inputs(cfg, 2, 9)
-    cache = m.new_cache(max_len=9, batch=2); m(idx[:, :-1], cache=cache)
+    cache = new_static_cache(m, max_len=9, batch=2); m(idx[:, :-1], cache=cache)
     for _ in range(2):                                                     # rewound each time: the same step again
         out = bench.decode_step(m, cache, 8, idx[:, -1:])
         torch.testing.assert_close(out, m(idx)[:, -1:], rtol=1e-10, atol=1e-10)
         assert int(cache.pos) == 9
-    with pytest.raises(TypeError, match=r"^cache must be a StaticCache \(model.new_cache\(max_len=, batch=\)\), got DecoderCache$"):
-        bench.decode_step(m, m.new_cache(), 8, idx[:, -1:])
+    with pytest.raises(TypeError, match=r"^cache must be a StaticCache \(new_static_cache\(model, max_len, batch\)\), got DecoderCache$"):
+        bench.decode_step(m, new_cache(m), 8, idx[:, -1:])
     with pytest.raises(ValueError, match=r"^context=9 must be an int in \[0, 8\]$"): bench.decode_step(m, cache, 9, idx[:, -1:])
 
 

@@ -10,6 +10,8 @@ from transformer_lit import checkpoints as ck
 from transformer_lit.checkpoints import FAMILIES, config_from_hf, config_to_hf, from_pretrained, save_pretrained, weight_rules
 from transformer_lit.model import DecoderOnlyLM, TransformerConfig, count_parameters
 from transformer_lit.model import assert_greedy_agrees
+from transformer_lit.decoding import lm_generate, seq2seq_generate, lm_beam_search, seq2seq_beam_search, new_cache
+from transformer_lit.fast_decoding import fast_generate, new_static_cache
 
 transformers.logging.set_verbosity_error()
 transformers.utils.logging.disable_progress_bar()
@@ -58,7 +60,7 @@ def check_equal(ours, ref, dtype):
         if dtype == torch.float64: faithful_float64(ref)
         assert rel(ours(x), ref(x).logits) < TOL[dtype]
         prompt = x[:1, :6]
-        test = ours.generate(prompt, 20, greedy=True, use_cache=True)
+        test = lm_generate(ours, prompt, 20, greedy=True, use_cache=True)
         # two libraries' cached decoding: different computations whose logits agree within TOL of their scale (asserted
         # for the forward above); the tokens must agree wherever the top-2 gap exceeds twice that, and both be greedy
         assert_greedy_agrees(ours, test, ref.generate(prompt, max_new_tokens=20, do_sample=False), 6, rtol=TOL[dtype])
@@ -208,7 +210,7 @@ def test_trained_char_lm_round_trip(tmp_path):
     with torch.no_grad():
         assert rel(model(x), ref(x).logits) < 1e-5
         p = x[:1, :4]
-        assert_greedy_agrees(model, model.generate(p, 20, greedy=True), ref.generate(p, max_new_tokens=20, do_sample=False), 4, rtol=1e-5)
+        assert_greedy_agrees(model, fast_generate(model, p, 20, greedy=True), ref.generate(p, max_new_tokens=20, do_sample=False), 4, rtol=1e-5)
 
 def test_save_replaces_old_weights(tmp_path):
     save_pretrained(our_model("gpt2"), tmp_path, max_shard_size=6000)

@@ -32,7 +32,7 @@ BAD = [  # (arguments, the exact error line after "python -m transformer_lit.at_
     (["reverse", "--batch-size", "6", "--grad-accum", "4"],
      "batch_size=6 must be divisible by grad_accum=4: a step is grad_accum micro-batches of equal size"),
     (["reverse", "--parallel", "fsdp"],
-     "--parallel fsdp needs several processes: start with torchrun --nproc-per-node N -m transformer_lit.train ..."),
+     "--parallel fsdp needs several processes: start with torchrun --nproc-per-node N -m transformer_lit.at_scale ..."),
     (["reverse", "--parallel", "zero"], "argument --parallel: invalid choice: 'zero' (choose from 'none', 'ddp', 'fsdp')"),
     (["reverse", "--device", "gpu"], "--device gpu is not a torch device (cpu, cuda, cuda:0, mps ...)"),
     (["reverse", "--d-model", "0"], "argument --d-model: 0 is not a positive integer"),

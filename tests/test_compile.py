@@ -11,6 +11,8 @@ from transformer_lit.model import assert_greedy_agrees, POSITIONALS
 from transformer_lit.positional import rope_scaling_types
 import transformer_lit.long_context  # noqa: F401  (registers the scaling types)
 from transformer_lit.checks import _SCALING_KEYS
+from transformer_lit.decoding import lm_generate, seq2seq_generate, lm_beam_search, seq2seq_beam_search, new_cache
+from transformer_lit.fast_decoding import fast_generate, new_static_cache
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny ops: one thread (tests/conftest.py)
 KINDS = ("sinusoidal", "learned", "rope", "alibi")
@@ -89,7 +91,7 @@ def test_every_kind_compiles_without_graph_breaks(kind, scaling):
     explained = [torch._dynamo.explain(lm)(x, y), torch._dynamo.explain(lm)(x, attention_mask=keep),
                  torch._dynamo.explain(s2s)(x, x, targets=x)]
     lm.eval()
-    cache = lm.new_cache(max_len=16, batch=2)
+    cache = new_static_cache(lm, max_len=16, batch=2)
     explained += [torch._dynamo.explain(lm)(x[:, :10], cache=cache), torch._dynamo.explain(lm)(x[:, 10:11], cache=cache)]
     for e in explained:
         assert e.graph_break_count == 0, [b.reason for b in e.break_reasons]
@@ -141,7 +143,7 @@ def test_static_step_compiles_once(kind):
     cm = torch.compile(m, fullgraph=True, backend=backend)
     x = ids(2, 12, seed=1)
     full = m(x)
-    eager_cache, compiled_cache = m.new_cache(max_len=16, batch=2), m.new_cache(max_len=16, batch=2)
+    eager_cache, compiled_cache = new_static_cache(m, max_len=16, batch=2), new_static_cache(m, max_len=16, batch=2)
     with torch.no_grad():
         outs = [(m(x[:, :4], cache=eager_cache), cm(x[:, :4], cache=compiled_cache))]           # the prompt
         outs += [(m(x[:, t:t + 1], cache=eager_cache), cm(x[:, t:t + 1], cache=compiled_cache)) for t in range(4, 12)]
@@ -170,8 +172,8 @@ def test_generate_with_a_compiled_step():
     for mask in (None, keep):
         # a static cache through a compiled step against the growing cache: different computations in float32, whose
         # logits differ by rounding; the tokens must agree wherever the top-2 gap exceeds twice the bound (FP32_LOGITS)
-        ref = m.generate(prompt, 8, greedy=True, attention_mask=mask)
-        assert_greedy_agrees(_forward(m, mask), ref, m.generate(prompt, 8, greedy=True, attention_mask=mask, static_cache=True, step=step),
+        ref = fast_generate(m, prompt, 8, greedy=True, attention_mask=mask)
+        assert_greedy_agrees(_forward(m, mask), ref, lm_generate(m, prompt, 8, greedy=True, attention_mask=mask, cache=new_static_cache(m, 13, 2), step=step),
                            5, rtol=FP32_LOGITS)
     assert len(graphs) == 3                                            # a prompt without, one with a padding mask, one step
 
@@ -180,7 +182,7 @@ def test_inductor_step_equals_eager():
     torch.manual_seed(0)
     m = DecoderOnlyLM(cfg(positional="rope", n_layers=1)).eval()
     x = ids(2, 7, seed=1)
-    cache_e, cache_c = m.new_cache(max_len=8, batch=2), m.new_cache(max_len=8, batch=2)
+    cache_e, cache_c = new_static_cache(m, max_len=8, batch=2), new_static_cache(m, max_len=8, batch=2)
     step = torch.compile(m, fullgraph=True)                            # inductor
     with torch.no_grad():
         m(x[:, :5], cache=cache_e); m(x[:, :5], cache=cache_c)         # the prompt, eager in both
@@ -189,8 +191,8 @@ def test_inductor_step_equals_eager():
     torch.testing.assert_close(cache_c.layers[0].k, cache_e.layers[0].k, rtol=1e-5, atol=1e-5)
 
 def test_compile_step_gives_the_same_tokens_and_skips_guards_after_the_first_step(monkeypatch):
-    "generate(compile_step=True) runs chapter 11's step compiled by inductor (C++ wrapper): eager's tokens, padded too; guards skipped from the second step on."
-    import transformer_lit.decoding as dec
+    "fast_generate(compile_step=True) runs chapter 11's step compiled by inductor (C++ wrapper): eager's tokens, padded too; guards skipped from the second step on."
+    import transformer_lit.fast_decoding as dec
     torch.manual_seed(0)
     m = DecoderOnlyLM(cfg(positional="rope", n_layers=1, dropout=0.0)).eval()   # grouped-query heads (G = 2 of 4)
     prompt = ids(2, 5, seed=1)
@@ -198,15 +200,15 @@ def test_compile_step_gives_the_same_tokens_and_skips_guards_after_the_first_ste
     skipped, real = [], dec._no_guards
     monkeypatch.setattr(dec, "_no_guards", lambda: skipped.append(1) or real())
     for mask in (None, keep):
-        ref = m.generate(prompt, 8, greedy=True, attention_mask=mask)   # inductor's C++ against eager: float32 rounding apart
-        assert_greedy_agrees(_forward(m, mask), ref, m.generate(prompt, 8, greedy=True, attention_mask=mask, static_cache=True, compile_step=True),
+        ref = fast_generate(m, prompt, 8, greedy=True, attention_mask=mask)   # inductor's C++ against eager: float32 rounding apart
+        assert_greedy_agrees(_forward(m, mask), ref, fast_generate(m, prompt, 8, greedy=True, attention_mask=mask, static_cache=True, compile_step=True),
                            5, rtol=FP32_LOGITS)
     assert len(skipped) == 2 * 6                   # per call: step 0 is the prompt, step 1 checks every guard, steps 2..7 skip them
 
 def _cached_forward(m, mask, prompt_len=5):
     "ids (B, T) -> logits (B, T, V) computed as cached decoding computes them: the prompt, then one token at a time through a growing cache."
     def forward(seq):
-        cache, keep = m.new_cache(), None if mask is None else torch.cat([mask, mask.new_ones(mask.shape[0], seq.shape[1] - prompt_len)], 1)
+        cache, keep = new_cache(m), None if mask is None else torch.cat([mask, mask.new_ones(mask.shape[0], seq.shape[1] - prompt_len)], 1)
         kw = lambda t: {} if keep is None else dict(attention_mask=keep[:, :t])
         out = [m(seq[:, :prompt_len], cache=cache, **kw(prompt_len))]
         out += [m(seq[:, t:t + 1], cache=cache, **kw(t + 1)) for t in range(prompt_len, seq.shape[1])]
@@ -214,7 +216,7 @@ def _cached_forward(m, mask, prompt_len=5):
     return forward
 
 def test_compile_step_on_dynamic_ntk_gives_eager_tokens():
-    "Dynamic NTK past the original length through generate(compile_step=True): eager's tokens, padded too."
+    "Dynamic NTK past the original length through fast_generate(compile_step=True): eager's tokens, padded too."
     torch.manual_seed(0)
     m = DecoderOnlyLM(cfg(positional="rope", n_layers=1, dropout=0.0, rope_scaling=dict(rope_type="dynamic", **SCALINGS["dynamic"]))).eval()
     prompt = ids(2, 5, seed=1)
@@ -222,10 +224,10 @@ def test_compile_step_on_dynamic_ntk_gives_eager_tokens():
     for mask in (None, keep):
         # 5 + 12 positions > L0 = 8: the scale grows every step. A full forward over the result is another computation
         # (its keys all rotate at the final scale), so the reference logits are cached decoding's own, eager
-        ref = m.generate(prompt, 12, greedy=True, attention_mask=mask, static_cache=True)
-        got = m.generate(prompt, 12, greedy=True, attention_mask=mask, static_cache=True, compile_step=True)
+        ref = fast_generate(m, prompt, 12, greedy=True, attention_mask=mask, static_cache=True)
+        got = fast_generate(m, prompt, 12, greedy=True, attention_mask=mask, static_cache=True, compile_step=True)
         assert_greedy_agrees(_cached_forward(m, mask), ref, got, 5, rtol=FP32_LOGITS)
-        assert_greedy_agrees(_cached_forward(m, mask), ref, m.generate(prompt, 12, greedy=True, attention_mask=mask), 5, rtol=FP32_LOGITS)
+        assert_greedy_agrees(_cached_forward(m, mask), ref, fast_generate(m, prompt, 12, greedy=True, attention_mask=mask), 5, rtol=FP32_LOGITS)
 
 # ---------------------------------------------------------------- no value is read on the host
 class NoHostReads(TorchDispatchMode):
@@ -252,11 +254,11 @@ def test_forward_reads_no_value_on_the_host(kind, scaling):
         lm(x, x, attention_mask=keep)[1].backward()
         s2s(x, x, targets=x)[1].backward()
         lm.eval()
-        cache = lm.new_cache(max_len=8, batch=2)
+        cache = new_static_cache(lm, max_len=8, batch=2)
         assert isinstance(cache, StaticCache)
         lm(x[:, :5], cache=cache, attention_mask=keep[:, :5])          # the prompt
         logits = lm(x[:, 5:], cache=cache)                             # one cached step
-        grow = lm.new_cache()
+        grow = new_cache(lm)
         lm(x[:, :5], cache=grow); lm(x[:, 5:], cache=grow)             # the growing cache too
     assert logits.shape == (2, 1, 40) and logits.device.type == "meta"
 
@@ -269,7 +271,7 @@ def test_seq2seq_decode_step_compiles_once_after_the_first():
     step = torch.compile(t.decode, fullgraph=True, backend=backend)
     with torch.no_grad():
         memory, memory_mask = t.encode(src)
-        cache = t.new_cache(max_len=8, batch=2)
+        cache = new_static_cache(t, max_len=8, batch=2)
         out = torch.cat([step(tgt[:, i:i + 1], memory, memory_mask, cache=cache) for i in range(6)], 1)
         torch.testing.assert_close(out, t.decode(tgt, memory, memory_mask), rtol=0, atol=1e-12)
     assert len(graphs) == 2              # the first step fills the cross-attention caches; every later step reuses them

@@ -8,6 +8,8 @@ from transformer_lit.checks import check_logits
 from transformer_lit.decoding import (beam_search, filter_logits, gnmt_penalty, min_p_filter, sample_next, temperature_filter,
                                       top_k_filter, top_p_filter)
 from transformer_lit.model import assert_greedy_agrees
+from transformer_lit.decoding import lm_generate, seq2seq_generate, lm_beam_search, seq2seq_beam_search, new_cache
+from transformer_lit.fast_decoding import fast_generate, new_static_cache
 
 hf = pytest.importorskip("transformers.generation.logits_process")
 F64 = torch.float64
@@ -107,7 +109,7 @@ def test_left_padded_logits_equal_alone(kind):
         alone = m(torch.tensor([p]))[0]                                   # (len, V)
         torch.testing.assert_close(full[b, -len(p):], alone, atol=1e-10, rtol=0)
     # the same through the cache, 2 prompt tokens then one at a time
-    cache = m.new_cache(); out = [m(idx[:, :5], cache=cache, attention_mask=keep[:, :5])]
+    cache = new_cache(m); out = [m(idx[:, :5], cache=cache, attention_mask=keep[:, :5])]
     for t in range(5, idx.shape[1]): out.append(m(idx[:, t:t + 1], cache=cache, attention_mask=keep[:, :t + 1]))
     torch.testing.assert_close(torch.cat(out, 1)[keep], full[keep], atol=1e-10, rtol=0)
 
@@ -116,16 +118,16 @@ def test_left_padded_logits_equal_alone(kind):
 def test_left_padded_generation_equals_alone(kind, use_cache):
     m = lm_of(kind)
     idx, keep = left_pad(PROMPTS)
-    out = m.generate(idx, 10, greedy=True, attention_mask=keep, use_cache=use_cache)
+    out = lm_generate(m, idx, 10, greedy=True, attention_mask=keep, use_cache=use_cache)
     for b, p in enumerate(PROMPTS):
         # a left-padded batch against one prompt alone: different computations (other shapes, masked pads), float64
         # logits within 1e-10 (test_left_padded_logits_equal_alone), so the tokens agree wherever the top-2 gap is clear
-        alone = m.generate(torch.tensor([p]), 10, greedy=True)
+        alone = fast_generate(m, torch.tensor([p]), 10, greedy=True)
         assert_greedy_agrees(m, alone, torch.cat([alone[:, :len(p)], out[b:b + 1, idx.shape[1]:]], 1), len(p), atol=1e-10)
     # seeded sampling: extra padding on the left changes nothing
     idx2, keep2 = torch.cat([torch.zeros(3, 3, dtype=torch.long), idx], 1), torch.cat([torch.zeros(3, 3, dtype=torch.bool), keep], 1)
-    s1 = m.generate(idx, 10, temperature=1.3, top_p=0.9, attention_mask=keep, generator=torch.Generator().manual_seed(4), use_cache=use_cache)
-    s2 = m.generate(idx2, 10, temperature=1.3, top_p=0.9, attention_mask=keep2, generator=torch.Generator().manual_seed(4), use_cache=use_cache)
+    s1 = lm_generate(m, idx, 10, temperature=1.3, top_p=0.9, attention_mask=keep, generator=torch.Generator().manual_seed(4), use_cache=use_cache)
+    s2 = lm_generate(m, idx2, 10, temperature=1.3, top_p=0.9, attention_mask=keep2, generator=torch.Generator().manual_seed(4), use_cache=use_cache)
     # float64 logits within 1e-10 of each other: a seeded draw differs only within that of a cumulative-probability
     # boundary (chance ~1e-9 over these draws, on any CPU), so the samples are compared exactly
     assert torch.equal(s1[:, idx.shape[1]:], s2[:, idx2.shape[1]:])
@@ -134,21 +136,21 @@ def test_unpadded_mask_changes_nothing():
     m = lm_of("rope")
     idx = torch.randint(0, 50, (2, 6))
     torch.testing.assert_close(m(idx, attention_mask=torch.ones(2, 6, dtype=torch.bool)), m(idx), atol=1e-12, rtol=0)
-    s = [m.generate(idx, 8, top_k=5, generator=torch.Generator().manual_seed(2), **kw) for kw in ({}, dict(attention_mask=torch.ones(2, 6, dtype=torch.long)))]
+    s = [fast_generate(m, idx, 8, top_k=5, generator=torch.Generator().manual_seed(2), **kw) for kw in ({}, dict(attention_mask=torch.ones(2, 6, dtype=torch.long)))]
     assert torch.equal(s[0], s[1])    # float64 logits within 1e-12 (above): a draw that close to a boundary has chance ~1e-10
 
 def test_stop_tokens_pad_and_end_early():
     m = lm_of("rope")
     idx, keep = left_pad(PROMPTS)
-    free = m.generate(idx, 12, greedy=True, attention_mask=keep)[:, idx.shape[1]:]
+    free = fast_generate(m, idx, 12, greedy=True, attention_mask=keep)[:, idx.shape[1]:]
     eos = int(free[0, 2])                                                 # the token row 0 emits third
-    out = m.generate(idx, 12, greedy=True, attention_mask=keep, eos_id=eos, pad_id=1)[:, idx.shape[1]:]
+    out = fast_generate(m, idx, 12, greedy=True, attention_mask=keep, eos_id=eos, pad_id=1)[:, idx.shape[1]:]
     for b in range(3):
         row, ref = out[b].tolist(), free[b].tolist()
         n = ref.index(eos) + 1 if eos in ref[:out.shape[1]] else out.shape[1]
         assert row[:n] == ref[:n] and all(t == 1 for t in row[n:])         # the stop is kept, then only pads
     stops = [int(free[b, 1]) for b in range(3)]
-    stopped_all = m.generate(idx, 12, greedy=True, attention_mask=keep, stop_ids=stops)
+    stopped_all = fast_generate(m, idx, 12, greedy=True, attention_mask=keep, stop_ids=stops)
     first = [min(i for i, t in enumerate(free[b].tolist()) if t in stops) for b in range(3)]
     assert stopped_all.shape[1] == idx.shape[1] + max(first) + 1         # ends when the last row has stopped
 
@@ -160,7 +162,7 @@ def test_stop_tokens_pad_and_end_early():
     (dict(attention_mask=torch.ones(1, 2, dtype=torch.bool)), "attention_mask must be a bool or 0/1 integer tensor of shape (1, 3)"),
     (dict(attention_mask=torch.full((1, 3), 2)), "attention_mask must hold only 0 and 1")])
 def test_bad_generation_arguments(kw, msg):
-    with pytest.raises(ValueError, match=re.escape(msg)): lm_of("rope").generate(torch.ones(1, 3, dtype=torch.long), 4, **kw)
+    with pytest.raises(ValueError, match=re.escape(msg)): fast_generate(lm_of("rope"), torch.ones(1, 3, dtype=torch.long), 4, **kw)
 
 # --- beam search ------------------------------------------------------------------------------------------------------
 def s2s_of(seed=0, kind="sinusoidal"):
@@ -180,8 +182,8 @@ def lm_seq_log_prob(m, prompt, gen, eos=None):
 def test_beam_size_1_is_greedy_lm(kind):
     m = lm_of(kind)
     idx = torch.randint(0, 50, (3, 4), generator=torch.Generator().manual_seed(1))
-    greedy = m.generate(idx, 9, greedy=True, eos_id=7)
-    beam, logp, score = m.beam_search(idx, 9, 1, eos_id=7)
+    greedy = fast_generate(m, idx, 9, greedy=True, eos_id=7)
+    beam, logp, score = lm_beam_search(m, idx, 9, 1, eos_id=7)
     # beam search of width 1 ranks log_softmax(logits), generate the logits, from the same cached forward: subtracting one
     # constant per row keeps the order (rounding is monotone), so the choices are the same computation's argmax
     assert torch.equal(beam, greedy)
@@ -191,7 +193,7 @@ def test_beam_size_1_is_greedy_seq2seq():
     t = s2s_of()
     src = torch.randint(3, 30, (4, 6), generator=torch.Generator().manual_seed(2))
     keep = torch.ones(4, 6, dtype=torch.bool); keep[1, 4:] = False
-    assert torch.equal(t.beam_search(src, 10, 1, 1, eos_id=2, src_keep=keep)[0], t.generate(src, 10, 1, greedy=True, eos_id=2, src_keep=keep))
+    assert torch.equal(seq2seq_beam_search(t, src, 10, 1, 1, eos_id=2, src_keep=keep)[0], seq2seq_generate(t, src, 10, 1, greedy=True, eos_id=2, src_keep=keep))
 
 def brute_force(logp_fn, V, L, eos, alpha):
     "Best (score, log-prob) over every sequence of up to L tokens that ends at eos or at length L."
@@ -245,7 +247,7 @@ def test_beam_on_tiny_random_models(seed, K):
     "Beam search returns the best of the hypotheses it scored; with beam 1 its log-probability is the teacher-forced one."
     m = lm_of("rope", seed)
     idx = torch.randint(0, 50, (2, 3), generator=torch.Generator().manual_seed(seed))
-    out, logp, score = m.beam_search(idx, 5, K, length_penalty=0.0, eos_id=3)
+    out, logp, score = lm_beam_search(m, idx, 5, K, length_penalty=0.0, eos_id=3)
     for b in range(2): assert math.isclose(logp[b].item(), lm_seq_log_prob(m, idx[b].tolist(), out[b, 3:], 3), abs_tol=1e-9)
     torch.testing.assert_close(score, logp)                                 # α = 0: the score is the log-probability
 
@@ -253,8 +255,8 @@ def test_beam_on_tiny_random_models(seed, K):
     (dict(beam_size=0), "beam_size=0 must be an int >= 1"), (dict(beam_size=True), "beam_size=True must be an int >= 1"),
     (dict(length_penalty=float("nan")), "length_penalty=nan must be a finite number"), (dict(eos_id=99), "eos_id=99 must be None or an int")])
 def test_bad_beam_arguments(kw, msg):
-    with pytest.raises(ValueError, match=re.escape(msg)): lm_of("rope").beam_search(torch.ones(1, 3, dtype=torch.long), 4, **kw)
-    with pytest.raises(ValueError, match=re.escape(msg)): s2s_of().beam_search(torch.ones(1, 3, dtype=torch.long), 4, 1, **kw)
+    with pytest.raises(ValueError, match=re.escape(msg)): lm_beam_search(lm_of("rope"), torch.ones(1, 3, dtype=torch.long), 4, **kw)
+    with pytest.raises(ValueError, match=re.escape(msg)): seq2seq_beam_search(s2s_of(), torch.ones(1, 3, dtype=torch.long), 4, 1, **kw)
 
 # --- beam against greedy on chapter 12's translation task -------------------------------------------------------------
 def test_beam_beats_greedy_on_translation():
@@ -269,11 +271,11 @@ def test_beam_beats_greedy_on_translation():
     model.eval()
     b = va.batch(torch.arange(len(va)))
     L, kw = va.max_tgt + 1, dict(eos_id=EOS, src_keep=b["src_keep"])
-    greedy = model.generate(b["src"], L, BOS, greedy=True, **kw)
-    g_out, g_logp, _ = model.beam_search(b["src"], L, BOS, 1, length_penalty=0.0, **kw)
+    greedy = seq2seq_generate(model, b["src"], L, BOS, greedy=True, **kw)
+    g_out, g_logp, _ = seq2seq_beam_search(model, b["src"], L, BOS, 1, length_penalty=0.0, **kw)
     assert torch.equal(g_out[:, :greedy.shape[1]], greedy)
-    exact, early = (model.beam_search(b["src"], L, BOS, 4, length_penalty=0.0, early_stopping=e, **kw) for e in (False, True))
-    beam06 = model.beam_search(b["src"], L, BOS, 4, length_penalty=0.6, early_stopping=False, **kw)
+    exact, early = (seq2seq_beam_search(model, b["src"], L, BOS, 4, length_penalty=0.0, early_stopping=e, **kw) for e in (False, True))
+    beam06 = seq2seq_beam_search(model, b["src"], L, BOS, 4, length_penalty=0.6, early_stopping=False, **kw)
     cut = lambda row: row[1:row.index(EOS)] if EOS in row else row[1:]
     em = lambda out: sum(cut(r) == va.tgt[i] for i, r in enumerate(out.tolist())) / len(va)
     print(f"\nexact match: greedy {em(greedy):.3f}, beam 4 {em(exact[0]):.3f} (early stopping {em(early[0]):.3f}, α = 0.6 {em(beam06[0]):.3f})"
@@ -287,9 +289,9 @@ def test_beam_beats_greedy_on_translation():
 def test_left_padded_beam_search_equals_alone(kind):
     m = lm_of(kind)
     idx, keep = left_pad(PROMPTS)
-    out, logp, score = m.beam_search(idx, 6, 3, eos_id=4, attention_mask=keep)
+    out, logp, score = lm_beam_search(m, idx, 6, 3, eos_id=4, attention_mask=keep)
     for b, p in enumerate(PROMPTS):
-        o1, l1, s1 = m.beam_search(torch.tensor([p]), 6, 3, eos_id=4)
+        o1, l1, s1 = lm_beam_search(m, torch.tensor([p]), 6, 3, eos_id=4)
         n = o1.shape[1] - len(p)
         # padded batch against alone (float64, scores within 1e-9 below): a different computation; the beams agree unless two
         # hypotheses' log-probabilities tie within ~1e-10, which the seeded prompts keep far from (the scores are asserted equal)
@@ -299,7 +301,7 @@ def test_left_padded_beam_search_equals_alone(kind):
 def test_seq2seq_sampling_with_filters_cached_equals_uncached():
     t = s2s_of(kind="rope")
     src = torch.randint(3, 30, (3, 5), generator=torch.Generator().manual_seed(0))
-    runs = [t.generate(src, 8, 1, temperature=0.9, top_k=10, top_p=0.9, min_p=0.05, eos_id=2, generator=torch.Generator().manual_seed(1),
+    runs = [seq2seq_generate(t, src, 8, 1, temperature=0.9, top_k=10, top_p=0.9, min_p=0.05, eos_id=2, generator=torch.Generator().manual_seed(1),
                        use_cache=c) for c in (True, False)]
     assert torch.equal(runs[0], runs[1])     # float64: a seeded draw within ~1e-10 of a boundary has chance ~1e-9
 
@@ -307,8 +309,8 @@ def test_early_stopping_false_never_worse():
     "Without early stopping the search runs until no live hypothesis can win, so its score is at least the early-stopped one's."
     t = s2s_of(3)
     src = torch.randint(3, 30, (6, 5), generator=torch.Generator().manual_seed(3))
-    a = t.beam_search(src, 12, 1, 3, length_penalty=1.0, eos_id=2)[2]
-    b = t.beam_search(src, 12, 1, 3, length_penalty=1.0, eos_id=2, early_stopping=False)[2]
+    a = seq2seq_beam_search(t, src, 12, 1, 3, length_penalty=1.0, eos_id=2)[2]
+    b = seq2seq_beam_search(t, src, 12, 1, 3, length_penalty=1.0, eos_id=2, early_stopping=False)[2]
     assert (b >= a - 1e-12).all()
     assert math.isclose(gnmt_penalty(4, 0.6), (9 / 6) ** 0.6) and gnmt_penalty(1, 0.0) == 1.0
 
@@ -355,11 +357,11 @@ def test_generate_checks_what_its_step_returns():
     c = TransformerConfig(vocab_size=11, d_model=8, n_heads=2, n_layers=1, d_ff=16, dropout=0.0, max_len=16)
     lm, t, ids = DecoderOnlyLM(c).eval(), Transformer(c).eval(), torch.tensor([[1, 2, 3]])
     with pytest.raises(TypeError, match=re.escape("step must return floating logits (B, T, V) like the model, got str")):
-        lm.generate(ids, 2, step=lambda *a, **kw: "z")
+        lm_generate(lm, ids, 2, step=lambda *a, **kw: "z")
     with pytest.raises(ValueError, match=re.escape("step returned logits of shape (1, 1, 3); they must be (B, T, V) with B=1, V=vocab_size=11")):
-        lm.generate(ids, 2, greedy=True, step=lambda *a, **kw: torch.zeros(1, 1, 3))
+        lm_generate(lm, ids, 2, greedy=True, step=lambda *a, **kw: torch.zeros(1, 1, 3))
     with pytest.raises(ValueError, match=re.escape("step returned logits of shape (2, 1, 11)")):
-        t.generate(ids, 2, 1, greedy=True, step=lambda *a, **kw: torch.zeros(2, 1, 11))
+        seq2seq_generate(t, ids, 2, 1, greedy=True, step=lambda *a, **kw: torch.zeros(2, 1, 11))
 
 
 def test_min_p_one_keeps_the_top_token_and_its_ties():
@@ -383,17 +385,17 @@ def test_fast_decode_step_equals_forward(kw):
     m = DecoderOnlyLM(TransformerConfig(vocab_size=50, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=64, dropout=0.0, **kw)).double().eval()
     prompt = torch.randint(0, 50, (3, 5))
     assert _fast_path_ok(m, prompt)
-    fast, ref = m.new_cache(), m.new_cache()
+    fast, ref = new_cache(m), new_cache(m)
     m(prompt, cache=fast); m(prompt, cache=ref)
     for tok in torch.randint(0, 50, (25, 3, 1)):                       # past the first buffer's 16 slots
         torch.testing.assert_close(_decode_step(m, tok, fast), m(tok, cache=ref), rtol=0, atol=1e-12)
     # the fast step, forward per token and no cache are different computations; logits within 1e-12 (asserted above)
-    greedy = m.generate(prompt, 30, greedy=True)
-    assert_greedy_agrees(m, greedy, m.generate(prompt, 30, greedy=True, step=m), 5, atol=1e-10)
-    assert_greedy_agrees(m, greedy, m.generate(prompt, 30, greedy=True, use_cache=False), 5, atol=1e-10)
+    greedy = fast_generate(m, prompt, 30, greedy=True)
+    assert_greedy_agrees(m, greedy, lm_generate(m, prompt, 30, greedy=True, step=m), 5, atol=1e-10)
+    assert_greedy_agrees(m, greedy, lm_generate(m, prompt, 30, greedy=True, use_cache=False), 5, atol=1e-10)
     g = lambda: torch.Generator().manual_seed(5)      # seeded sampling: a draw within 1e-10 of a boundary has chance ~1e-8
-    assert torch.equal(m.generate(prompt, 30, temperature=0.8, top_k=10, generator=g()),
-                       m.generate(prompt, 30, temperature=0.8, top_k=10, generator=g(), step=m))
+    assert torch.equal(fast_generate(m, prompt, 30, temperature=0.8, top_k=10, generator=g()),
+                       lm_generate(m, prompt, 30, temperature=0.8, top_k=10, generator=g(), step=m))
 
 @pytest.mark.parametrize("kw", [dict(positional="learned", activation="gelu_tanh", scale_embeddings=False),
                                 dict(positional="sinusoidal"), dict(positional="none", final_norm=False),
@@ -408,20 +410,20 @@ def test_fast_decode_step_over_a_static_cache_equals_forward(kw):
     prompt = torch.randint(0, 50, (3, 5))
     padded = torch.tensor([[0, 0, 1, 1, 1], [1] * 5, [0, 1, 1, 1, 1]])   # rows 0 and 2 left-padded
     for mask in (None, padded):
-        fast, ref = m.new_cache(max_len=30, batch=3), m.new_cache(max_len=30, batch=3)
+        fast, ref = new_static_cache(m, max_len=30, batch=3), new_static_cache(m, max_len=30, batch=3)
         assert _fast_path_ok(m, prompt, fast)
         m(prompt, cache=fast, attention_mask=mask); m(prompt, cache=ref, attention_mask=mask)
         for tok in torch.randint(0, 50, (25, 3, 1)):                       # up to the last slot
             torch.testing.assert_close(_decode_step(m, tok, fast), m(tok, cache=ref), rtol=0, atol=1e-12)
         assert int(fast.pos) == int(ref.pos) == 30 and torch.equal(fast.keep, ref.keep) and torch.equal(fast.n_real, ref.n_real)
         fwd = m if mask is None else (lambda ids: m(ids, attention_mask=torch.cat([mask, mask.new_ones(3, ids.shape[1] - 5)], 1)))
-        assert_greedy_agrees(fwd, m.generate(prompt, 20, greedy=True, static_cache=True, attention_mask=mask),
-                           m.generate(prompt, 20, greedy=True, static_cache=True, attention_mask=mask, step=m), 5, atol=1e-10)
-    assert_greedy_agrees(m, m.generate(prompt, 20, greedy=True, static_cache=True), m.generate(prompt, 20, greedy=True), 5, atol=1e-10)
+        assert_greedy_agrees(fwd, fast_generate(m, prompt, 20, greedy=True, static_cache=True, attention_mask=mask),
+                           lm_generate(m, prompt, 20, greedy=True, attention_mask=mask, cache=new_static_cache(m, 25, 3), step=m), 5, atol=1e-10)
+    assert_greedy_agrees(m, fast_generate(m, prompt, 20, greedy=True, static_cache=True), fast_generate(m, prompt, 20, greedy=True), 5, atol=1e-10)
 
 def test_fast_decode_step_is_taken_only_where_it_is_exact(monkeypatch):
     "Training mode, ALiBi, post-norm, the math backend, hooks and padding with a growing cache take forward for every token; a static cache (padded too) takes the fast step."
-    import transformer_lit.fast_decoding as fd                            # chapter 11: generate loads the step from there
+    import transformer_lit.fast_decoding as fd                            # chapter 11: fast_generate takes the step from there
     calls = []
     real = fd._decode_step
     monkeypatch.setattr(fd, "_decode_step", lambda *a: calls.append(1) or real(*a))
@@ -429,39 +431,20 @@ def test_fast_decode_step_is_taken_only_where_it_is_exact(monkeypatch):
     base = dict(vocab_size=50, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=64, dropout=0.0)
     prompt = torch.randint(0, 50, (2, 4))
     m = DecoderOnlyLM(TransformerConfig(**base)).eval()
-    m.generate(prompt, 6, greedy=True)
+    fast_generate(m, prompt, 6, greedy=True)
     assert len(calls) == 5                                              # the prompt through forward, then 5 fast steps
     for other in (dict(positional="alibi"), dict(norm_first=False), dict(backend="math")):
-        calls.clear(); DecoderOnlyLM(TransformerConfig(**base, **other)).eval().generate(prompt, 6, greedy=True)
+        calls.clear(); fast_generate(DecoderOnlyLM(TransformerConfig(**base, **other)).eval(), prompt, 6, greedy=True)
         assert not calls, other
-    calls.clear(); m.train(); m.generate(prompt, 6, greedy=True); m.eval(); assert not calls
+    calls.clear(); m.train(); fast_generate(m, prompt, 6, greedy=True); m.eval(); assert not calls
     h = m.blocks[1].register_forward_hook(lambda *a: None)
-    calls.clear(); m.generate(prompt, 6, greedy=True); h.remove(); assert not calls
-    calls.clear(); m.generate(prompt, 6, greedy=True, attention_mask=torch.ones_like(prompt, dtype=torch.bool)); assert not calls
-    calls.clear(); m.generate(prompt, 6, greedy=True, static_cache=True); assert len(calls) == 5   # a static cache: the fast step
-    calls.clear(); m.generate(prompt, 6, greedy=True, static_cache=True, attention_mask=torch.ones_like(prompt)); assert len(calls) == 5
+    calls.clear(); fast_generate(m, prompt, 6, greedy=True); h.remove(); assert not calls
+    calls.clear(); fast_generate(m, prompt, 6, greedy=True, attention_mask=torch.ones_like(prompt, dtype=torch.bool)); assert not calls
+    calls.clear(); fast_generate(m, prompt, 6, greedy=True, static_cache=True); assert len(calls) == 5   # a static cache: the fast step
+    calls.clear(); fast_generate(m, prompt, 6, greedy=True, static_cache=True, attention_mask=torch.ones_like(prompt)); assert len(calls) == 5
 
 
 # ---------------------------------------------------------------- chapter 10 and chapter 11's module
-def test_decoding_does_not_import_fast_decoding_and_old_imports_still_work():
-    "A fresh interpreter: importing `decoding` leaves chapter 11's module unloaded; the names that moved to it resolve from `decoding` and `model`."
-    import subprocess, sys
-    code = ("import sys, transformer_lit.decoding as d; assert 'transformer_lit.fast_decoding' not in sys.modules; "
-            "from transformer_lit.decoding import StaticCache, _decode_step, _fast_path_ok; import transformer_lit.fast_decoding as f; "
-            "assert StaticCache is f.StaticCache and _decode_step is f._decode_step and _fast_path_ok is f._fast_path_ok; "
-            "from transformer_lit.model import StaticCache as S; assert S is f.StaticCache; "
-            "import pytest; pytest.raises(AttributeError, lambda: d.no_such_name)")
-    subprocess.run([sys.executable, "-c", code], check=True)
-
-def test_generate_loads_the_fast_step_on_first_use():
-    "generate (chapter 10) imports chapter 11's step when it runs, and a static cache comes from chapter 11's module."
-    import subprocess, sys
-    code = ("import sys, torch; from transformer_lit.model import DecoderOnlyLM, TransformerConfig; "
-            "m = DecoderOnlyLM(TransformerConfig(vocab_size=20, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=16)).eval(); "
-            "assert 'transformer_lit.fast_decoding' not in sys.modules; m.generate(torch.zeros(1, 2, dtype=torch.long), 3, greedy=True); "
-            "import transformer_lit.fast_decoding as f; assert isinstance(m.new_cache(max_len=8, batch=1), f.StaticCache)")
-    subprocess.run([sys.executable, "-c", code], check=True)
-
 # --- where "with or without the cache, the same logits" holds -----------------------------------------------------------
 def _stepwise_logits(forward_full, forward_cached, seq, prompt_len):
     "(uncached, cached) logits (B, T, V): generate's loop without the cache (each prefix re-run, its last row) and with it."
@@ -477,7 +460,7 @@ def test_dynamic_ntk_cached_logits_part_from_uncached_past_the_original_length_a
     seq = torch.randint(0, 50, (2, T), generator=torch.Generator().manual_seed(1))
     def ours_cached(m):
         def run(s, p):
-            cache = m.new_cache()
+            cache = new_cache(m)
             return torch.cat([m(s[:, :p], cache=cache)] + [m(s[:, t:t + 1], cache=cache) for t in range(p, s.shape[1])], 1)
         return run
     extra = {"linear": {}, "yarn": dict(original_max_position_embeddings=L0),

@@ -23,14 +23,20 @@ def fresh(code):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def test_positional_imports_long_context_only_when_a_scaled_type_is_used():
+def test_positional_never_imports_long_context_and_says_what_registers_the_types():
+    "Chapter 05 never imports chapter 06: a scaled type before chapter 06 is imported is a clear ValueError; chapter 09's model imports it."
     code = ("import sys, json\n"
-            "from transformer_lit.positional import RotaryEmbedding, check_rope_scaling\n"
+            "from transformer_lit.positional import RotaryEmbedding\n"
             "seen = ['transformer_lit.long_context' in sys.modules]\n"
-            "RotaryEmbedding(16); RotaryEmbedding(16, scaling={'rope_type': 'default'}); seen.append('transformer_lit.long_context' in sys.modules)\n"
-            "RotaryEmbedding(16, scaling={'rope_type': 'linear', 'factor': 2.0}); seen.append('transformer_lit.long_context' in sys.modules)\n"
+            "RotaryEmbedding(16); RotaryEmbedding(16, scaling={'rope_type': 'default'})\n"
+            "try: RotaryEmbedding(16, scaling={'rope_type': 'linear', 'factor': 2.0}); seen.append('no error')\n"
+            "except ValueError as e: seen.append('transformer_lit.long_context' in str(e) and \"rope_type='linear'\" in str(e))\n"
+            "seen.append('transformer_lit.long_context' in sys.modules)\n"
+            "import transformer_lit.long_context\n"
+            "RotaryEmbedding(16, scaling={'rope_type': 'linear', 'factor': 2.0})\n"
             "print(json.dumps(seen))")
-    assert fresh(code) == [False, False, True]
+    assert fresh(code) == [False, True, False]
+    assert fresh("import sys, json, transformer_lit.model\nprint(json.dumps('transformer_lit.long_context' in sys.modules))") is True
 
 
 def test_the_registry_holds_the_four_types():

@@ -13,9 +13,12 @@ from transformer_lit.masks import padding_mask
 from transformer_lit.model import (POSITIONALS, DecoderOnlyLM, Positions, TokenEmbedding, Transformer,
                                    TransformerConfig, TransformerStack, count_parameters, lm_loss, parameter_breakdown, unembed)
 from transformer_lit.checks import check_targets, check_tokens
-from transformer_lit.decoding import DecoderCache, StaticCache, sample_next
+from transformer_lit.decoding import DecoderCache, sample_next
+from transformer_lit.fast_decoding import StaticCache
 from transformer_lit.positional import sinusoidal_encoding
 from transformer_lit.model import assert_greedy_agrees
+from transformer_lit.decoding import lm_generate, seq2seq_generate, lm_beam_search, seq2seq_beam_search, new_cache
+from transformer_lit.fast_decoding import fast_generate, new_static_cache
 
 F64 = torch.float64
 
@@ -286,7 +289,7 @@ def test_cached_logits_equal_full_forward(kw):
     lm = lm64(**kw)
     idx = torch.randint(0, 40, (2, 12))
     full = lm(idx)
-    cache = lm.new_cache()
+    cache = new_cache(lm)
     parts = [lm(idx[:, :5], cache=cache)] + [lm(idx[:, t:t + 1], cache=cache) for t in range(5, 12)]
     assert len(cache) == 12
     torch.testing.assert_close(torch.cat(parts, 1), full, rtol=0, atol=1e-10)
@@ -297,8 +300,8 @@ def test_cached_generation_equals_uncached(kw):
     prompt = torch.randint(0, 40, (2, 3))
     # cached and uncached decoding are different computations (one-token steps against full forwards): their float64
     # logits agree within 1e-10 (test_cached_logits_equal_full_forward), so the greedy tokens agree wherever the top-2 gap is clear
-    assert_greedy_agrees(lm, lm.generate(prompt, 12, greedy=True), lm.generate(prompt, 12, greedy=True, use_cache=False), 3, atol=1e-10)
-    runs = [lm.generate(prompt, 12, temperature=1.5, top_k=10, generator=torch.Generator().manual_seed(5), use_cache=c)
+    assert_greedy_agrees(lm, fast_generate(lm, prompt, 12, greedy=True), lm_generate(lm, prompt, 12, greedy=True, use_cache=False), 3, atol=1e-10)
+    runs = [lm_generate(lm, prompt, 12, temperature=1.5, top_k=10, generator=torch.Generator().manual_seed(5), use_cache=c)
             for c in (True, False)]
     # seeded sampling draws the same uniforms on both paths; a token could differ only if a draw fell within ~1e-10 of a
     # boundary of the cumulative probabilities (chance ~1e-9 over these 24 draws, on any CPU): exact comparison is safe
@@ -312,7 +315,7 @@ def test_cache_any_chunking(prompt_len, chunks, kind):
     lm = LMS[kind]
     total = prompt_len + sum(chunks)
     idx = torch.randint(0, 40, (1, total), generator=torch.Generator().manual_seed(total))
-    cache, outs, t = lm.new_cache(), [], 0
+    cache, outs, t = new_cache(lm), [], 0
     for n in [prompt_len, *chunks]:
         outs.append(lm(idx[:, t:t + n], cache=cache)); t += n
     torch.testing.assert_close(torch.cat(outs, 1), lm(idx), rtol=0, atol=1e-10)
@@ -322,11 +325,11 @@ def test_seq2seq_cached_equals_uncached(kind):
     t = s2s64(positional=kind)
     src = torch.randint(0, 40, (2, 5))
     keep = padding_mask([5, 3], 5)
-    assert_greedy_agrees(lambda ids: t(src, ids, src_keep=keep), t.generate(src, 10, bos_id=1, greedy=True, src_keep=keep),
-                       t.generate(src, 10, bos_id=1, greedy=True, src_keep=keep, use_cache=False), 1, atol=1e-10)
-    out = t.generate(src, 10, bos_id=1, greedy=True)
+    assert_greedy_agrees(lambda ids: t(src, ids, src_keep=keep), seq2seq_generate(t, src, 10, bos_id=1, greedy=True, src_keep=keep),
+                       seq2seq_generate(t, src, 10, bos_id=1, greedy=True, src_keep=keep, use_cache=False), 1, atol=1e-10)
+    out = seq2seq_generate(t, src, 10, bos_id=1, greedy=True)
     memory, mm = t.encode(src)
-    cache = t.new_cache()
+    cache = new_cache(t)
     stepped = torch.cat([t.decode(out[:, i:i + 1], memory if i == 0 else torch.full_like(memory, float("nan")), mm, cache=cache)
                          for i in range(out.shape[1])], 1)                  # after step 0 the memory is read from the cache
     torch.testing.assert_close(stepped, t.decode(out, memory, mm), rtol=0, atol=1e-10)
@@ -335,23 +338,23 @@ def test_seq2seq_cached_equals_uncached(kind):
 def test_greedy_generation_follows_argmax():
     lm = lm64()
     prompt = torch.randint(0, 40, (2, 4))
-    out = lm.generate(prompt, 5, greedy=True)
+    out = fast_generate(lm, prompt, 5, greedy=True)
     assert out.shape == (2, 9) and torch.equal(out[:, :4], prompt)
     # generate's cached steps against full forwards (different computations, float64 logits within 1e-10): each token is
     # the argmax of the full forward's logits up to a tie within that bound
     for t in range(4, 9):
         lg = lm(out[:, :t])[:, -1]
         assert (lg.gather(-1, out[:, t:t + 1])[:, 0] >= lg.amax(-1) - 1e-10).all()
-    assert torch.equal(lm.generate(prompt, 0), prompt)
+    assert torch.equal(fast_generate(lm, prompt, 0), prompt)
 
 def test_cache_size_and_bytes():
     lm = lm64()
-    c = lm.new_cache()
+    c = new_cache(lm)
     assert isinstance(c, DecoderCache) and len(c) == 0 and c.nbytes() == 0
     lm(torch.randint(0, 40, (3, 5)), cache=c)
     assert len(c) == 5 and c.nbytes() == 2 * 2 * 3 * 4 * 5 * 4 * 8     # 2·layers·B·H·T·D·8 bytes (float64)
     t = s2s64()
-    c = t.new_cache()
+    c = new_cache(t)
     memory, mm = t.encode(torch.randint(0, 40, (3, 6)))
     t.decode(torch.ones(3, 2, dtype=torch.long), memory, mm, cache=c)
     assert len(c) == 2 and c.nbytes() == 2 * 2 * 3 * 4 * (2 + 6) * 4 * 8  # self-attention T=2 plus the memory's S=6
@@ -459,17 +462,17 @@ def test_too_long_inputs():
     lm, t = lm64(), s2s64()
     with pytest.raises(ValueError, match=re.escape("idx.shape[1]=33 must be <= max_len=32 (positions 0..max_len-1)")):
         lm(torch.zeros(1, 33, dtype=torch.long))
-    c = lm.new_cache(); lm(torch.zeros(1, 30, dtype=torch.long), cache=c)
+    c = new_cache(lm); lm(torch.zeros(1, 30, dtype=torch.long), cache=c)
     with pytest.raises(ValueError, match=re.escape("idx.shape[1]=3 after 30 cached tokens must be <= max_len=32")):
         lm(torch.zeros(1, 3, dtype=torch.long), cache=c)
     with pytest.raises(ValueError, match=re.escape("idx.shape[1]=30 plus max_new_tokens=3 must be <= max_len=32")):
-        lm.generate(torch.zeros(1, 30, dtype=torch.long), 3)
+        fast_generate(lm, torch.zeros(1, 30, dtype=torch.long), 3)
     with pytest.raises(ValueError, match=re.escape("src.shape[1]=40 must be <= max_len=32")):
         t(torch.zeros(1, 40, dtype=torch.long), torch.zeros(1, 2, dtype=torch.long))
     with pytest.raises(ValueError, match=re.escape("tgt.shape[1]=33 must be <= max_len=32")):
         t(torch.zeros(1, 2, dtype=torch.long), torch.zeros(1, 33, dtype=torch.long))
     with pytest.raises(ValueError, match=re.escape("1 (BOS) plus max_new_tokens=32 must be <= max_len=32")):
-        t.generate(torch.zeros(1, 2, dtype=torch.long), 32, bos_id=0)
+        seq2seq_generate(t, torch.zeros(1, 2, dtype=torch.long), 32, bos_id=0)
 
 def test_learned_positions_also_refuse_long_inputs():
     lm = lm64(positional="learned")
@@ -483,14 +486,14 @@ def test_bad_caches_and_generation_arguments():
     with pytest.raises(ValueError, match=re.escape("cache has 3 layers; it must have one per decoder block (2)")):
         lm(torch.zeros(1, 2, dtype=torch.long), cache=DecoderCache(3))
     with pytest.raises(ValueError, match=re.escape("max_new_tokens=-1 must be an int >= 0")):
-        lm.generate(torch.zeros(1, 2, dtype=torch.long), -1)
+        fast_generate(lm, torch.zeros(1, 2, dtype=torch.long), -1)
     with pytest.raises(ValueError, match=re.escape("bos_id=40 must be an int in [0, vocab_size=40)")):
-        t.generate(torch.zeros(1, 2, dtype=torch.long), 3, bos_id=40)
+        seq2seq_generate(t, torch.zeros(1, 2, dtype=torch.long), 3, bos_id=40)
     with pytest.raises(ValueError, match=re.escape("src_keep.shape=(1, 3) must equal src.shape=(1, 2) (True on real tokens)")):
         t(torch.zeros(1, 2, dtype=torch.long), torch.zeros(1, 2, dtype=torch.long), src_keep=torch.ones(1, 3, dtype=torch.bool))
     memory, mm = t.encode(torch.zeros(1, 2, dtype=torch.long))
     with pytest.raises(ValueError, match=re.escape("tgt_keep must be None when a cache is used")):
-        t.decode(torch.zeros(1, 1, dtype=torch.long), memory, mm, tgt_keep=torch.ones(1, 1, dtype=torch.bool), cache=t.new_cache())
+        t.decode(torch.zeros(1, 1, dtype=torch.long), memory, mm, tgt_keep=torch.ones(1, 1, dtype=torch.bool), cache=new_cache(t))
     with pytest.raises(TypeError, match=re.escape("config must be a TransformerConfig, got dict")):
         DecoderOnlyLM(dict(vocab_size=10))
     with pytest.raises(ValueError, match=re.escape("n_layers=0 must be a positive int")):
@@ -577,12 +580,12 @@ def test_gqa_lm_cached_equals_full(kind, G):
     lm = lm64(positional=kind, n_kv_heads=G, norm="rms", activation="swiglu", bias=False)
     ids = torch.randint(0, 40, (2, 11))
     full = lm(ids)
-    cache = lm.new_cache()
+    cache = new_cache(lm)
     steps = torch.cat([lm(ids[:, s:e], cache=cache) for s, e in ((0, 4), (4, 5), (5, 8), (8, 11))], 1)
     torch.testing.assert_close(steps, full, atol=1e-10, rtol=0)
     assert all(c.k.shape == (2, G, 11, 4) for c in cache.layers)
     assert cache.nbytes() == 2 * 2 * 2 * G * 11 * 4 * 8                        # 2 layers, K and V, B·G·T·D float64
-    assert_greedy_agrees(lm, lm.generate(ids[:, :3], 8, greedy=True), lm.generate(ids[:, :3], 8, greedy=True, use_cache=False), 3, atol=1e-10)
+    assert_greedy_agrees(lm, fast_generate(lm, ids[:, :3], 8, greedy=True), lm_generate(lm, ids[:, :3], 8, greedy=True, use_cache=False), 3, atol=1e-10)
 
 @pytest.mark.parametrize("G", [1, 2, 4])
 def test_gqa_seq2seq_cached_equals_full(G):
@@ -590,17 +593,17 @@ def test_gqa_seq2seq_cached_equals_full(G):
     src, tgt = torch.randint(0, 40, (2, 6)), torch.randint(0, 40, (2, 7))
     memory, mask = m.encode(src)
     full = m.decode(tgt, memory, mask)
-    cache = m.new_cache()
+    cache = new_cache(m)
     steps = torch.cat([m.decode(tgt[:, s:e], memory, mask, cache=cache) for s, e in ((0, 3), (3, 4), (4, 7))], 1)
     torch.testing.assert_close(steps, full, atol=1e-10, rtol=0)
     assert cache.nbytes() == 2 * (2 * 2 * G * 7 * 4 * 8 + 2 * 2 * G * 6 * 4 * 8)  # self + cross caches, 2 layers
-    sampled = [m.generate(src, 6, bos_id=1, temperature=1.2, generator=torch.Generator().manual_seed(3), use_cache=c) for c in (True, False)]
+    sampled = [seq2seq_generate(m, src, 6, bos_id=1, temperature=1.2, generator=torch.Generator().manual_seed(3), use_cache=c) for c in (True, False)]
     assert torch.equal(*sampled)      # float64 logits within 1e-10: a draw within that of a boundary has chance ~1e-9
 
 def test_decoder_cache_nbytes_is_g_over_h():
     sizes = {}
     for G in (1, 2, 4):
-        lm = lm64(n_kv_heads=G); c = lm.new_cache(); lm(torch.randint(0, 40, (3, 9)), cache=c); sizes[G] = c.nbytes()
+        lm = lm64(n_kv_heads=G); c = new_cache(lm); lm(torch.randint(0, 40, (3, 9)), cache=c); sizes[G] = c.nbytes()
     assert sizes[1] * 4 == sizes[2] * 2 == sizes[4]
 
 @pytest.mark.parametrize("G", [1, 2, 4])
@@ -748,7 +751,7 @@ def test_empty_batch_gives_empty_logits(kind):
     assert m(empty).shape == (0, 5, 40)
     assert t(empty, torch.zeros(0, 3, dtype=torch.long)).shape == (0, 3, 40)
     assert m(empty, attention_mask=torch.ones(0, 5, dtype=torch.bool)).shape == (0, 5, 40)
-    cache = m.new_cache(max_len=8, batch=0)
+    cache = new_static_cache(m, max_len=8, batch=0)
     assert m(empty, cache=cache).shape == (0, 5, 40)
 
 BAD_TARGETS = [  # (targets for ids of shape (2, 3) and V = 40, exception, the message's words)
@@ -808,7 +811,7 @@ def test_static_cache_equals_full_forward(kind, G):
     m = lm64(positional=kind, n_kv_heads=G)
     ids = torch.randint(0, 40, (3, 11), generator=torch.Generator().manual_seed(1))
     full = m(ids)
-    cache = m.new_cache(max_len=16, batch=3)
+    cache = new_static_cache(m, max_len=16, batch=3)
     assert isinstance(cache, StaticCache) and cache.layers[0].k.shape == (3, G, 16, 4)
     assert cache.nbytes() == 2 * 2 * 3 * G * 16 * 4 * 8           # 2 layers, K and V, float64: filled or not
     chunks = [m(ids[:, :5], cache=cache)] + [m(ids[:, t:t + 1], cache=cache) for t in range(5, 9)] + [m(ids[:, 9:], cache=cache)]
@@ -821,7 +824,7 @@ def test_static_cache_with_left_padding(kind):
     ids = torch.randint(0, 40, (2, 9), generator=torch.Generator().manual_seed(2))
     keep = torch.ones(2, 9, dtype=torch.bool); keep[1, :4] = False    # row 1: four pads, then five real tokens
     full = m(ids, attention_mask=keep)
-    cache = m.new_cache(max_len=12, batch=2)
+    cache = new_static_cache(m, max_len=12, batch=2)
     out = torch.cat([m(ids[:, :6], cache=cache, attention_mask=keep[:, :6])] +
                     [m(ids[:, t:t + 1], cache=cache) for t in range(6, 9)], 1)
     torch.testing.assert_close(out[keep], full[keep], rtol=0, atol=1e-12)
@@ -833,24 +836,24 @@ def test_generate_with_a_static_cache(kind):
     prompt = torch.randint(0, 40, (2, 4), generator=torch.Generator().manual_seed(3))
     # a static cache attends over its whole masked buffer, a growing one over the tokens so far: different computations
     # whose float64 logits agree within 1e-12 (test_static_cache_with_left_padding), so greedy tokens agree where the gap is clear
-    ref = m.generate(prompt, 7, greedy=True)
-    assert_greedy_agrees(m, ref, m.generate(prompt, 7, greedy=True, static_cache=True), 4, atol=1e-10)
+    ref = fast_generate(m, prompt, 7, greedy=True)
+    assert_greedy_agrees(m, ref, fast_generate(m, prompt, 7, greedy=True, static_cache=True), 4, atol=1e-10)
     keep = torch.tensor([[True] * 4, [False, False, True, True]])
-    ref = m.generate(prompt, 5, greedy=True, attention_mask=keep)
+    ref = fast_generate(m, prompt, 5, greedy=True, attention_mask=keep)
     assert_greedy_agrees(lambda ids: m(ids, attention_mask=torch.cat([keep, keep.new_ones(2, ids.shape[1] - 4)], 1)),
-                       ref, m.generate(prompt, 5, greedy=True, attention_mask=keep, static_cache=True), 4, atol=1e-10)
+                       ref, fast_generate(m, prompt, 5, greedy=True, attention_mask=keep, static_cache=True), 4, atol=1e-10)
     g1, g2 = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
     # seeded sampling, float64: a draw within 1e-10 of a cumulative-probability boundary has chance ~1e-9
-    assert m.generate(prompt, 6, top_k=5, generator=g1, static_cache=True).equal(m.generate(prompt, 6, top_k=5, generator=g2))
+    assert fast_generate(m, prompt, 6, top_k=5, generator=g1, static_cache=True).equal(fast_generate(m, prompt, 6, top_k=5, generator=g2))
     calls = []
     def step(*a, **kw): calls.append(1); return m(*a, **kw)
-    assert_greedy_agrees(m, m.generate(prompt, 3, greedy=True), m.generate(prompt, 3, greedy=True, static_cache=True, step=step), 4, atol=1e-10)
+    assert_greedy_agrees(m, fast_generate(m, prompt, 3, greedy=True), lm_generate(m, prompt, 3, greedy=True, cache=new_static_cache(m, prompt.shape[1] + 3, prompt.shape[0]), step=step), 4, atol=1e-10)
     assert len(calls) == 3
 
 def test_static_cache_reorder():
     m = lm64()
     ids = torch.randint(0, 40, (3, 6), generator=torch.Generator().manual_seed(4))
-    cache = m.new_cache(max_len=8, batch=3)
+    cache = new_static_cache(m, max_len=8, batch=3)
     m(ids[:, :5], cache=cache)
     rows = torch.tensor([2, 2, 0])
     cache.reorder(rows)
@@ -860,23 +863,23 @@ def test_bad_static_caches():
     m = lm64()
     ids = torch.zeros(2, 3, dtype=torch.long)
     with pytest.raises(ValueError, match=re.escape("idx.shape[0]=2 must equal the StaticCache's batch=3")):
-        m(ids, cache=m.new_cache(max_len=8, batch=3))
-    cache = m.new_cache(max_len=4, batch=2)
+        m(ids, cache=new_static_cache(m, max_len=8, batch=3))
+    cache = new_static_cache(m, max_len=4, batch=2)
     m(ids, cache=cache)
     with pytest.raises(ValueError, match=re.escape("idx.shape[1]=3 after 3 cached tokens must be <= the StaticCache's max_len=4")):
         m(ids, cache=cache)
     with pytest.raises(TypeError, match=re.escape("the StaticCache's dtype torch.float32 must equal the model's parameter dtype torch.float64")):
-        m(ids, cache=m.new_cache(max_len=8, batch=2, dtype=torch.float32))
+        m(ids, cache=new_static_cache(m, max_len=8, batch=2, dtype=torch.float32))
     with pytest.raises(ValueError, match=re.escape("attention_mask must be a bool or 0/1 integer tensor of shape (2, 3) (B, new tokens)")):
-        m(ids, cache=m.new_cache(max_len=8, batch=2), attention_mask=torch.ones(2, 5, dtype=torch.bool))
-    with pytest.raises(ValueError, match=re.escape("batch=2 needs max_len")): m.new_cache(batch=2)
-    with pytest.raises(TypeError, match=re.escape("batch=None must be an int >= 0")): m.new_cache(max_len=8)
-    with pytest.raises(ValueError, match=re.escape("max_len=0 must be a positive int")): m.new_cache(max_len=0, batch=1)
-    with pytest.raises(ValueError, match=re.escape("static_cache=True needs use_cache=True")):
-        m.generate(ids, 2, greedy=True, use_cache=False, static_cache=True)
-    with pytest.raises(TypeError, match=re.escape("step=3 must be callable")): m.generate(ids, 2, greedy=True, step=3)
+        m(ids, cache=new_static_cache(m, max_len=8, batch=2), attention_mask=torch.ones(2, 5, dtype=torch.bool))
+    with pytest.raises(TypeError, match=re.escape("max_len=None must be a positive int")): new_static_cache(m, None, 2)
+    with pytest.raises(TypeError, match=re.escape("batch=None must be an int >= 0")): new_static_cache(m, 8, None)
+    with pytest.raises(ValueError, match=re.escape("max_len=0 must be a positive int")): new_static_cache(m, max_len=0, batch=1)
+    with pytest.raises(ValueError, match=re.escape("cache needs use_cache=True")):
+        lm_generate(m, ids, 2, greedy=True, use_cache=False, cache=new_static_cache(m, 8, 2))
+    with pytest.raises(TypeError, match=re.escape("step=3 must be callable")): lm_generate(m, ids, 2, greedy=True, step=3)
     long = lm64(max_len=4)
-    c = long.new_cache(max_len=8, batch=1)
+    c = new_static_cache(long, max_len=8, batch=1)
     long(torch.zeros(1, 3, dtype=torch.long), cache=c)
     with pytest.raises(ValueError, match=re.escape("idx.shape[1]=2 after 3 cached real tokens must be <= max_len=4")):
         long(torch.zeros(1, 2, dtype=torch.long), cache=c)
@@ -884,7 +887,7 @@ def test_bad_static_caches():
 def test_static_cache_rewind():
     m = lm64(positional="rope")
     ids = torch.randint(0, 40, (2, 7), generator=torch.Generator().manual_seed(5))
-    cache = m.new_cache(max_len=8, batch=2)
+    cache = new_static_cache(m, max_len=8, batch=2)
     m(ids[:, :5], cache=cache)
     first = m(ids[:, 5:6], cache=cache)
     cache.rewind(5)                                                   # forget the step: the prompt stays
@@ -901,15 +904,15 @@ def test_seq2seq_static_cache_equals_full_decode(kind):
     tgt = torch.randint(1, 40, (2, 6), generator=torch.Generator().manual_seed(7))
     memory, memory_mask = t.encode(src)
     full = t.decode(tgt, memory, memory_mask)
-    cache = t.new_cache(max_len=8, batch=2)
+    cache = new_static_cache(t, max_len=8, batch=2)
     assert isinstance(cache, StaticCache)
     out = torch.cat([t.decode(tgt[:, :2], memory, memory_mask, cache=cache)] +
                     [t.decode(tgt[:, i:i + 1], memory, memory_mask, cache=cache) for i in range(2, 6)], 1)
     torch.testing.assert_close(out, full, rtol=0, atol=1e-12)
-    assert_greedy_agrees(lambda ids: t(src, ids), t.generate(src, 5, bos_id=1, greedy=True),
-                       t.generate(src, 5, bos_id=1, greedy=True, static_cache=True), 1, atol=1e-10)
+    assert_greedy_agrees(lambda ids: t(src, ids), seq2seq_generate(t, src, 5, bos_id=1, greedy=True),
+                       seq2seq_generate(t, src, 5, bos_id=1, greedy=True, cache=new_static_cache(t, 6, src.shape[0])), 1, atol=1e-10)
     with pytest.raises(ValueError, match=re.escape("tgt.shape[0]=2 must equal the StaticCache's batch=3")):
-        t.decode(tgt, memory, memory_mask, cache=t.new_cache(max_len=8, batch=3))
+        t.decode(tgt, memory, memory_mask, cache=new_static_cache(t, max_len=8, batch=3))
     with pytest.raises(ValueError, match=re.escape("tgt.shape[1]=6 after 6 cached tokens must be <= the StaticCache's max_len=8")):
         t.decode(tgt, memory, memory_mask, cache=cache)
 
@@ -968,7 +971,7 @@ def test_module_arguments_and_positions_are_checked():
 def test_cache_reorder_and_static_cache_arguments():
     m, ids = lm64(), torch.zeros(2, 3, dtype=torch.long)
     E = lambda exc, msg: pytest.raises(exc, match=re.escape(msg))
-    for cache in (m.new_cache(), m.new_cache(max_len=8, batch=2)):
+    for cache in (new_cache(m), new_static_cache(m, max_len=8, batch=2)):
         m(ids, cache=cache)
         with E(TypeError, "rows.dtype=torch.float32 must be torch.int64 or torch.int32 (row indices)"): cache.reorder(torch.tensor([0.0, 1.0]))
         with E(TypeError, "rows must be a torch.Tensor of row indices, got list"): cache.reorder([0, 1])
@@ -982,14 +985,6 @@ def test_cache_reorder_and_static_cache_arguments():
         m(ids, attention_mask=torch.tensor([[1, 7, 1], [1, 1, 1]]))
     with E(TypeError, "vocab_size='11' must be a positive int"): check_targets(ids, (2, 3), "11")
 
-
-def test_moved_names_still_import_from_model():
-    "Names that moved to chapter 10's module still import from `model`, and importing `model` does not import `decoding`."
-    import subprocess, sys
-    code = ("import sys, transformer_lit.model as m; assert 'transformer_lit.decoding' not in sys.modules; "
-            "from transformer_lit.model import StaticCache, sample_next, beam_search; import transformer_lit.decoding as d; "
-            "assert StaticCache is d.StaticCache and sample_next is d.sample_next and beam_search is d.beam_search")
-    subprocess.run([sys.executable, "-c", code], check=True)
 
 def plain_generate(model, idx, n, greedy=True, temperature=1.0, generator=None):
     "Chapter 09's plain loop: re-run the whole sequence, pick from the last position's logits."
@@ -1009,17 +1004,17 @@ def test_plain_loop_equals_generate(kind):
     with torch.no_grad():
         greedy = plain_generate(m, prompt, 10)
         # the plain loop and generate(use_cache=False) run the same full forward on the same prefixes: the same computation
-        assert torch.equal(greedy, m.generate(prompt, 10, greedy=True, use_cache=False))
-        assert_greedy_agrees(m, greedy, m.generate(prompt, 10, greedy=True), 4, atol=1e-10)   # the cached path: a different one
+        assert torch.equal(greedy, lm_generate(m, prompt, 10, greedy=True, use_cache=False))
+        assert_greedy_agrees(m, greedy, fast_generate(m, prompt, 10, greedy=True), 4, atol=1e-10)   # the cached path: a different one
         sampled = plain_generate(m, prompt, 10, False, 0.9, torch.Generator().manual_seed(5))
-        assert torch.equal(sampled, m.generate(prompt, 10, temperature=0.9, generator=torch.Generator().manual_seed(5), use_cache=False))
+        assert torch.equal(sampled, lm_generate(m, prompt, 10, temperature=0.9, generator=torch.Generator().manual_seed(5), use_cache=False))
 
 
 def test_assert_greedy_agrees_tells_a_near_tie_from_a_wrong_token():
     "Equal greedy runs pass; a token that is not the argmax fails; at a planted near tie the two may part; bad arguments are named."
     lm = lm64()
     prompt = torch.randint(0, 40, (2, 3), generator=torch.Generator().manual_seed(1))
-    a = lm.generate(prompt, 6, greedy=True)
+    a = fast_generate(lm, prompt, 6, greedy=True)
     assert_greedy_agrees(lm, a, a.clone(), 3, atol=1e-10)
     wrong = a.clone(); wrong[0, 4] = (wrong[0, 4] + 1) % 40
     with pytest.raises(AssertionError, match=r"b\[0, 4\]=\d+ is .* below the best logit"):

@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 import torch
 import torch.nn.functional as F
 from transformer_lit.train import (BOS, EOS, PAD, LMData, Seq2SeqData, TrainConfig, Vocab, batch_indices, batch_loss,
-    char_lm_data, exact_match, load_checkpoint, main, make_model, make_task, model_logits, noam_lr, number_to_words,
+    char_lm_data, exact_match, load_checkpoint, make_model, make_task, model_logits, noam_lr, number_to_words,
     reverse_pairs, save_checkpoint, split_numbers, stdlib_corpus, train, translate_pairs, cross_attention_weights,
     autocast, match_flags, model_blocks, numbers_by_digits, parallel_mode, set_checkpointing, step_seed, train_plain)
 from transformer_lit.at_scale import launch, main, peak_live_bytes, sample_predictions, step_memory, train_job
@@ -291,7 +291,7 @@ def test_torchrun_two_processes_match_one(tmp_path, parallel):
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
                 "--master_addr", "127.0.0.1", "--master_port", str(_free_port())]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    r = subprocess.run(torchrun + ["-m", "transformer_lit.train", *args, "--parallel", parallel, "--dump", str(tmp_path / "ddp")],
+    r = subprocess.run(torchrun + ["-m", "transformer_lit.at_scale", *args, "--parallel", parallel, "--dump", str(tmp_path / "ddp")],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=80)
     assert r.returncode == 0, r.stderr[-3000:]
     assert f'"parallel": "{parallel}"' in r.stdout
@@ -422,7 +422,7 @@ def test_load_checkpoint_checks_the_stored_config(tmp_path):
 
 # ---- the command line, in a subprocess
 def _cli(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "transformer_lit.train", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "transformer_lit.at_scale", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
 
 def test_cli_help_shows_every_default():
@@ -446,9 +446,9 @@ def test_cli_usage_errors():
     r = _cli("reverse", "--batch-size", "6", "--grad-accum", "4")
     assert r.returncode == 2 and "error: batch_size=6 must be divisible by grad_accum=4" in r.stderr
 
-@pytest.mark.parametrize("module", ["transformer_lit.at_scale", "transformer_lit.train"])
+@pytest.mark.parametrize("module", ["transformer_lit.at_scale"])
 def test_cli_shows_predictions_then_the_summary(module):
-    "Both spellings of the command run; a few decoded validation examples come before the JSON summary line."
+    "The command (chapter 13's module) runs; a few decoded validation examples come before the JSON summary line."
     r = subprocess.run([sys.executable, "-m", module, "reverse", "--steps", "3", "--batch-size", "8", "--n-train", "64", "--d-model", "16",
                         "--heads", "2", "--layers", "1", "--warmup", "2", "--no-progress", "--eval-every", "3"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})

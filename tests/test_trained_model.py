@@ -7,6 +7,8 @@ import torch
 from transformer_lit.checkpoints import from_pretrained
 from transformer_lit.train import Vocab, LMData, evaluate_loss
 from transformer_lit.model import assert_greedy_agrees
+from transformer_lit.decoding import lm_generate, seq2seq_generate, lm_beam_search, seq2seq_beam_search, new_cache
+from transformer_lit.fast_decoding import fast_generate, new_static_cache
 
 MODELS = Path(__file__).resolve().parents[1] / "nbs" / "models"
 MODEL = MODELS / "pydoc-char-llama"
@@ -54,7 +56,7 @@ def test_transformers_loads_the_same_model_and_tokenizer():
         assert ((a - b).abs().max() / b.abs().max()).item() < 1e-5                   # float32, as tests/test_checkpoints.py
         prompt = x[:, :20]
         n = ours.config.max_len - prompt.shape[1]                                     # greedy up to the trained context
-        test = ours.generate(prompt, n, greedy=True, use_cache=True)
+        test = lm_generate(ours, prompt, n, greedy=True, use_cache=True)
         want = ref.generate(prompt, max_new_tokens=n, do_sample=False)
     # two libraries' cached float32 decoding: logits within 1e-5 of their scale (asserted above), so the texts agree up to
     # the first near tie (top-2 gap under twice that) and each stays greedy after it

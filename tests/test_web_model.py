@@ -33,6 +33,8 @@ from transformer_lit.browser import (FORMATS, JS_FILE, browser_tensors, char_voc
                                      restored_model, run_in_browser, serve, unsupported, widget_html, CHROMIUM_ARGS)
 from transformer_lit.checkpoints import from_pretrained, save_pretrained
 from transformer_lit.model import DecoderOnlyLM, TransformerConfig
+from transformer_lit.decoding import lm_generate, seq2seq_generate, lm_beam_search, seq2seq_beam_search, new_cache
+from transformer_lit.fast_decoding import fast_generate, new_static_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "nbs" / "models" / "pydoc-char-llama"
@@ -114,7 +116,7 @@ def test_logits_and_greedy_in_chromium(lm, chars):
         bound = fmt_err + F32_VS_F32 * top
         assert (js - p32).abs().max() <= bound
         # -- greedy: identical to PyTorch's, or parted at a near-tie
-        want = lm.generate(idx, n_new, greedy=True)[0, len(ids):].tolist()
+        want = fast_generate(lm, idx, n_new, greedy=True)[0, len(ids):].tolist()
         got = r["greedy"][k]
         assert len(got) == n_new
         if got != want:

@@ -1,4 +1,4 @@
-"""Functions that tests/test_train.py runs in spawned processes with transformer_lit.train.launch (importable by name)."""
+"""Functions that tests/test_train.py runs in spawned processes with transformer_lit.at_scale.launch (importable by name)."""
 import torch
 from transformer_lit.train import TrainConfig, make_model, make_task, train, world
 

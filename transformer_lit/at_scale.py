@@ -11,6 +11,7 @@ import torch.nn as nn
 import torch.distributed as dist
 from .attention import check_bool, check_int
 from .model import TransformerConfig, DecoderOnlyLM, count_parameters
+from .decoding import lm_generate
 from .checks import _check_type, _check_model
 from .train import (TASKS, PRECISIONS, PARALLEL, TrainConfig, Seq2SeqData, LMData, autocast, batch_loss,
     exact_match, greedy_translate, make_model, make_task, model_blocks, parallel_mode, set_checkpointing, train, world)
@@ -150,7 +151,7 @@ def sample_predictions(model: nn.Module, # a trained Transformer (seq2seq data) 
         start = _text_prompt(data, n)                                               # a line of text, not indentation
         prompt = data.ids[start:start + n][None].to(device)                         # (1, n)
         g = torch.Generator(device=device).manual_seed(seed)
-        out = model.generate(prompt, model.config.max_len - n, temperature=0.8, generator=g)   # learned positions end at max_len
+        out = lm_generate(model, prompt, model.config.max_len - n, temperature=0.8, generator=g)   # learned positions end at max_len
         lines = [f"prompt {data.vocab.decode(out[0, :n])!r} -> {data.vocab.decode(out[0, n:])!r}"]
     model.train(was)
     return lines
@@ -221,7 +222,7 @@ def _device_problem(device: str) -> str|None:
 def _check_args(p, a, launched: bool) -> TrainConfig:
     "Every check that involves more than one flag or the machine, before any work: a usage error (exit 2) on the first that fails."
     if a.parallel in ("ddp", "fsdp") and not launched:
-        p.error(f"--parallel {a.parallel} needs several processes: start with torchrun --nproc-per-node N -m transformer_lit.train ...")
+        p.error(f"--parallel {a.parallel} needs several processes: start with torchrun --nproc-per-node N -m transformer_lit.at_scale ...")
     if a.d_model % a.heads: p.error(f"--d-model {a.d_model} must be a multiple of --heads {a.heads} (each head gets d_model / heads dimensions)")
     if (why := _device_problem(a.device)) is not None: p.error(f"--device {a.device} {why}")
     if a.resume and a.checkpoint is None: p.error("--resume needs --checkpoint PATH (the checkpoint to continue from)")

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from .attention import attention_backends, backend_names, causal_mask, check_int, choose_backend, _check_float_dtype
 from .flash import attention_flops, peak_memory
-from .model import DecoderOnlyLM, StaticCache, TransformerConfig, assert_greedy_agrees
+from .model import DecoderOnlyLM, TransformerConfig, assert_greedy_agrees
+from .fast_decoding import StaticCache, fast_generate, new_static_cache
 from .multihead import KVCache, MultiHeadAttention
 
 # %% auto #0
@@ -501,7 +502,7 @@ def decode_step(model, # a DecoderOnlyLM (eager or compiled)
                 idx, # (B, 1) the new token
                ):
     "One cached decoding step at a fixed context: forget the slots from `context` on (in place), then one new token's logits."
-    if not isinstance(cache, StaticCache): raise TypeError(f"cache must be a StaticCache (model.new_cache(max_len=, batch=)), got {type(cache).__name__}")
+    if not isinstance(cache, StaticCache): raise TypeError(f"cache must be a StaticCache (new_static_cache(model, max_len, batch)), got {type(cache).__name__}")
     check_int("context", context, 0, cache.max_len - 1)
     cache.rewind(context)                                                # same shapes every call: a compiled step keeps its graph
     return model(idx, cache=cache)                                       # (B, 1, V)
@@ -538,7 +539,7 @@ def bench_compile(config=None, # a TransformerConfig; default B8 T256 d256 L4 (v
     torch.manual_seed(seed)
     eager = DecoderOnlyLM(config).to(device).eval()
     idx, targets = lm_inputs(config, batch, seq_len, device, seed)
-    cache = eager.new_cache(max_len=seq_len, batch=batch)            # StaticCache: (B, G, T, D) buffers per layer
+    cache = new_static_cache(eager, seq_len, batch)                   # StaticCache: (B, G, T, D) buffers per layer
     with torch.no_grad(): eager(idx[:, :-1], cache=cache)             # the decoding context: T - 1 tokens' keys and values
     from torch._inductor import config as inductor_config          # torch.compile's compiler, imported on first use
     rows = []
@@ -658,7 +659,7 @@ def bench_peer(config=None, # a TransformerConfig that saves as GPT-2; default d
         else:
             compiled = w == "generate-compiled"                     # chapter 11's one-token step compiled (a static cache: fixed shapes)
             if compiled: torch.compiler.reset()                     # its first call compiles, and is reported apart
-            fns = {"ours": lambda: ours.generate(prompt, new_tokens, greedy=True, static_cache=compiled, compile_step=compiled),
+            fns = {"ours": lambda: fast_generate(ours, prompt, new_tokens, greedy=True, static_cache=compiled, compile_step=compiled),
                    "transformers": lambda: hf.generate(prompt, **gen)}
             t = time.perf_counter(); a = fns["ours"](); compile_s = time.perf_counter() - t if compiled else math.nan
             b = fns["transformers"]()

@@ -4,18 +4,19 @@
 
 # %% ../nbs/10_decoding.ipynb #af923e88
 from __future__ import annotations
-import contextlib, importlib, math
+import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from .checks import (_check_id, _check_number, _check_rows, _check_step, check_beam, check_int, check_logits,
+from .checks import (_check_id, _check_number, _check_rows, _check_step, check_beam, check_bool, check_int, check_logits,
                                     check_sampling, check_tokens, check_values, left_padding_mask, stop_setup)
 from .multihead import CrossKVCache, KVCache
 from .model import DecoderOnlyLM, Transformer
 
 # %% auto #0
-__all__ = ['DecoderCache', 'temperature_filter', 'top_k_filter', 'top_p_filter', 'min_p_filter', 'filter_logits', 'sample_next',
-           'lm_generate', 'seq2seq_generate', 'gnmt_penalty', 'beam_search', 'lm_beam_search', 'seq2seq_beam_search']
+__all__ = ['DecoderCache', 'new_cache', 'temperature_filter', 'top_k_filter', 'top_p_filter', 'min_p_filter', 'filter_logits',
+           'sample_next', 'lm_generate', 'seq2seq_generate', 'gnmt_penalty', 'beam_search', 'lm_beam_search',
+           'seq2seq_beam_search']
 
 # %% ../nbs/10_decoding.ipynb #6ef6782f
 class DecoderCache:
@@ -36,18 +37,22 @@ class DecoderCache:
         for c in self.layers + self.cross:
             if c.k is not None: c.k, c.v = c.k[rows], c.v[rows]                 # (N, G, T, D)
 
-def _fast_decoding(): return importlib.import_module("transformer_lit.fast_decoding")   # chapter 11, loaded on first use
+def new_cache(model: DecoderOnlyLM|Transformer, # the model the cache serves (chapter 09)
+             ) -> DecoderCache: # empty: one KVCache and one CrossKVCache per decoder block
+    "An empty `DecoderCache` for `model`; each forward pass that is handed it appends its new tokens' keys and values."
+    if hasattr(model, "blocks"): return DecoderCache(len(model.blocks))              # DecoderOnlyLM (chapter 09)
+    if hasattr(model, "stack"): return DecoderCache(len(model.stack.decoder))       # Transformer (chapter 09)
+    raise TypeError(f"model must be a DecoderOnlyLM or a Transformer, got {type(model).__name__}")
 
-def _new_cache(model, max_len, batch, dtype, device):
-    "A `DecoderCache` (max_len None) or chapter 11's `StaticCache` with the model's sizes, dtype and device unless given."
-    config, weight = model.config, model.lm_head.weight
-    n_layers = len(model.blocks) if hasattr(model, "blocks") else len(model.stack.decoder)   # DecoderOnlyLM or Transformer
-    if max_len is None:
-        if batch is not None: raise ValueError(f"batch={batch!r} needs max_len: only a StaticCache has a fixed batch")
-        return DecoderCache(n_layers)
-    check_int("max_len", max_len); check_int("batch", batch, minimum=0)
-    return _fast_decoding().StaticCache(n_layers, batch, config.kv_heads, max_len, config.head_dim,
-                       weight.dtype if dtype is None else dtype, weight.device if device is None else device)
+def _empty_cache(cache, use_cache):
+    "Raise unless `cache` is None or an empty decoding cache (a DecoderCache, or chapter 11's StaticCache) and use_cache is on."
+    if cache is None: return
+    if not getattr(type(cache), "_decoding_state", False):
+        raise TypeError(f"cache must be None, a DecoderCache or a StaticCache, got {type(cache).__name__}")
+    if not use_cache: raise ValueError("cache needs use_cache=True (use_cache=False re-runs the whole prefix, without a cache)")
+    held = int(cache.pos) if cache.static else len(cache)
+    if held: raise ValueError(f"cache holds {held} tokens; it must be empty: a new cache for every call")
+
 
 # %% ../nbs/10_decoding.ipynb #a1e2d3cd
 def _up(logits): return logits.to(torch.promote_types(logits.dtype, torch.float32))   # softmax in >= float32
@@ -125,41 +130,23 @@ def sample_next(logits: Tensor, # (B, V) scores for the next token
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)            # (B,)
 
 # %% ../nbs/10_decoding.ipynb #f2d0417e
-def _fast_step(model, idx, cache):
-    "Chapter 11's decoding step without overhead where it computes what `forward` computes for this model, prompt and cache, else None."
-    fd = _fast_decoding()                                                # imported on first use: chapter 11 builds on this module
-    return fd._decode_step if fd._fast_path_ok(model, idx, cache) else None
-
-def _compiled_step(model, fast):
-    "Chapter 11's compiled step, for a model and cache the fast step serves; raise otherwise."
-    if not fast: raise ValueError(f"compile_step=True needs a model chapter 11's fast step serves (evaluation mode, pre-norm, no ALiBi, "
-                                  f"stock blocks without hooks, SDPA as its backend); got {type(model).__name__} with "
-                                  f"training={model.training}, norm_first={model.config.norm_first}, positional={model.config.positional!r}, "
-                                  f"backend={model.config.backend!r}")
-    return _fast_decoding()._compiled_step()
-
-def _no_guards():
-    "Skip dynamo's guards: safe for steps 2.. of one call, whose inputs differ from step 1's only in values (chapter 11)."
-    return torch.compiler.set_stance(skip_guard_eval_unsafe=True)
-
 @torch.no_grad()
 def lm_generate(model: DecoderOnlyLM, # the model that generates
                 idx: Tensor, # (B, T0) prompt ids; rows of different lengths are left-padded (see attention_mask)
                  max_new_tokens: int, # the most tokens to add
                  greedy: bool=False, temperature: float=1.0, top_k: int|None=None, # see `sample_next`
                  generator: torch.Generator|None=None, # seeded generator for sampling
-                 use_cache: bool=True, # feed one new token per step with a `DecoderCache`, or re-run the whole prefix
+                 use_cache: bool=True, # feed one new token per step through a cache, or re-run the whole prefix
                  *, top_p: float|None=None, min_p: float|None=None, # see `sample_next`
                  attention_mask: Tensor|None=None, # bool (B, T0): False on the left padding of shorter prompts
                  eos_id: int|None=None, stop_ids=None, # a row stops after any of these tokens
                  pad_id: int|None=None, # written after a row's stop; default config.pad_id, else the first stop id
-                 static_cache: bool=False, # with use_cache: a preallocated `StaticCache` of T0 + max_new_tokens slots (chapter 11)
-                 step=None, # what runs each forward pass, called like the model; default the model, e.g. torch.compile(model, fullgraph=True) (chapter 11)
-                 compile_step: bool=False, # with static_cache: chapter 11's one-token step, compiled (the first compiled step checks dynamo's guards, later ones skip them)
+                 cache=None, # with use_cache: the empty cache to fill; default `new_cache(model)`; chapter 11's `StaticCache` of >= T0 + max_new_tokens slots
+                 step=None, # what runs each forward pass, called like the model: step(ids, cache=cache) -> logits (B, T, V); default the model
                 ) -> Tensor: # (B, T0 + n), n <= max_new_tokens: it ends early when every row has stopped
     "Extend `idx` token by token; with or without the KV cache (growing or static), and padded or alone, the tokens are the same (dynamic NTK excepted once a row passes its original length: its scale follows the batch's longest row, and cached keys keep an earlier one)."
     if not hasattr(model, "blocks"): raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")   # chapter 09's model
-    check_tokens(idx, model.config.vocab_size); check_int("max_new_tokens", max_new_tokens, minimum=0)
+    check_tokens(idx, model.config.vocab_size); check_int("max_new_tokens", max_new_tokens, minimum=0); check_bool("greedy", greedy)
     if not greedy: check_sampling(temperature, top_k, top_p, min_p, model.config.vocab_size)
     stops, pad = stop_setup(model.config.vocab_size, eos_id, stop_ids, pad_id, model.config.pad_id)
     keep = None if attention_mask is None else left_padding_mask(attention_mask, idx.shape)
@@ -167,26 +154,17 @@ def lm_generate(model: DecoderOnlyLM, # the model that generates
     if longest + max_new_tokens > model.config.max_len:
         raise ValueError(f"{'idx.shape[1]' if keep is None else 'the longest prompt'}={longest} plus "
                          f"max_new_tokens={max_new_tokens} must be <= max_len={model.config.max_len}")
-    if not isinstance(static_cache, bool): raise TypeError(f"static_cache={static_cache!r} must be a bool")
-    if static_cache and not use_cache: raise ValueError("static_cache=True needs use_cache=True")
+    _empty_cache(cache, use_cache)
     if step is not None and not callable(step): raise TypeError(f"step={step!r} must be callable (like the model) or None")
-    if not isinstance(compile_step, bool): raise TypeError(f"compile_step={compile_step!r} must be a bool")
-    if compile_step and not (static_cache and use_cache and step is None):
-        raise ValueError("compile_step=True needs static_cache=True (fixed shapes) and step=None (it compiles chapter 11's step)")
-    static = use_cache and static_cache
-    cache = (model.new_cache(idx.shape[1] + max_new_tokens, idx.shape[0]) if static else model.new_cache()) if use_cache else None
-    fast = step is None and use_cache and (static or keep is None) and _fast_step(model, idx, cache)   # chapter 11's step, or None
-    if compile_step: fast = _compiled_step(model, fast)                 # chapter 11's step, compiled
+    if use_cache and cache is None: cache = new_cache(model)
+    static = cache is not None and cache.static                         # chapter 11's cache of fixed shape
     step = model if step is None else step
     stop_t = torch.tensor(stops, dtype=idx.dtype, device=idx.device)
     done = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)   # (B,): rows that have stopped
     out, step_in = idx, idx                                              # step_in: what the next forward pass reads
     for t in range(max_new_tokens):
-        if fast and t:                                                   # one token, its inputs checked above: (B, V)
-            with _no_guards() if compile_step and t > 1 else contextlib.nullcontext(): logits = fast(model, step_in, cache)[:, -1]
-        else:
-            kw = {} if keep is None or (static and t) else dict(attention_mask=keep)  # a StaticCache keeps the prompt's padding
-            logits = _check_step(step(step_in if use_cache else out, cache=cache, **kw), idx.shape[0], model.config.vocab_size)[:, -1]   # (B, V)
+        kw = {} if keep is None or (static and t) else dict(attention_mask=keep)  # a StaticCache keeps the prompt's padding
+        logits = _check_step(step(step_in if use_cache else out, cache=cache, **kw), idx.shape[0], model.config.vocab_size)[:, -1]   # (B, V)
         nxt = sample_next(logits, greedy, temperature, top_k, generator, top_p, min_p)     # (B,)
         if stops: nxt = nxt.masked_fill(done, pad)                       # a stopped row only pads
         out, step_in = torch.cat([out, nxt[:, None]], dim=1), nxt[:, None]   # (B, T+1), (B, 1)
@@ -208,25 +186,24 @@ def seq2seq_generate(model: Transformer, # the model that generates
                       *, top_p: float|None=None, min_p: float|None=None, # see `sample_next`
                       eos_id: int|None=None, stop_ids=None, # a row stops after any of these tokens
                       pad_id: int|None=None, # written after a row's stop; default config.pad_id, else the first stop id
-                      static_cache: bool=False, # with use_cache: a preallocated `StaticCache` of 1 + max_new_tokens slots
+                      cache=None, # with use_cache: the empty cache to fill; default `new_cache(model)`; chapter 11's `StaticCache` of >= 1 + max_new_tokens slots
                       step=None, # what runs each decoding pass, called like `decode`; e.g. torch.compile(model.decode, fullgraph=True)
                      ) -> Tensor: # (B, 1 + n), n <= max_new_tokens, starting with bos_id
     "Encode once, then decode token by token (with `use_cache`: cached model-attention and memory keys/values)."
     if not hasattr(model, "stack"): raise TypeError(f"model must be a Transformer, got {type(model).__name__}")   # chapter 09's model
-    check_int("max_new_tokens", max_new_tokens, minimum=0)
+    check_int("max_new_tokens", max_new_tokens, minimum=0); check_bool("greedy", greedy)
     if not greedy: check_sampling(temperature, top_k, top_p, min_p, model.config.vocab_size)
     stops, pad = stop_setup(model.config.vocab_size, eos_id, stop_ids, pad_id, model.config.pad_id)
     if isinstance(bos_id, bool) or not isinstance(bos_id, int) or not 0 <= bos_id < model.config.vocab_size:
         raise ValueError(f"bos_id={bos_id!r} must be an int in [0, vocab_size={model.config.vocab_size})")
     if 1 + max_new_tokens > model.config.max_len:
         raise ValueError(f"1 (BOS) plus max_new_tokens={max_new_tokens} must be <= max_len={model.config.max_len}")
-    if not isinstance(static_cache, bool): raise TypeError(f"static_cache={static_cache!r} must be a bool")
-    if static_cache and not use_cache: raise ValueError("static_cache=True needs use_cache=True")
+    _empty_cache(cache, use_cache)
     if step is not None and not callable(step): raise TypeError(f"step={step!r} must be callable (like decode) or None")
     step = model.decode if step is None else step
     memory, memory_mask = model.encode(src, src_keep)
     out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)   # (B, 1)
-    cache = (model.new_cache(1 + max_new_tokens, src.shape[0]) if static_cache else model.new_cache()) if use_cache else None
+    if use_cache and cache is None: cache = new_cache(model)
     step_in, stop_t = out, torch.tensor(stops, dtype=torch.long, device=src.device)
     done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)            # (B,): rows that have stopped
     for _ in range(max_new_tokens):
@@ -349,7 +326,7 @@ def lm_beam_search(model: DecoderOnlyLM, # the model that generates
     longest = idx.shape[1] if keep is None else int(keep.sum(-1).max())
     if longest + max_new_tokens > model.config.max_len:
         raise ValueError(f"the longest prompt={longest} plus max_new_tokens={max_new_tokens} must be <= max_len={model.config.max_len}")
-    cache, state = model.new_cache(), dict(keep=keep)
+    cache, state = new_cache(model), dict(keep=keep)
     def step(tokens, parents):
         if parents is not None: cache.reorder(parents)
         kw = {}
@@ -380,16 +357,9 @@ def seq2seq_beam_search(model: Transformer, # the model that generates
     memory, memory_mask = model.encode(src, src_keep)                     # (B, S, d_model), (B, 1, 1, S)
     memory = memory.repeat_interleave(beam_size, 0)                      # (B·K, S, d_model)
     if memory_mask is not None: memory_mask = memory_mask.repeat_interleave(beam_size, 0)   # (B·K, 1, 1, S)
-    cache = model.new_cache()
+    cache = new_cache(model)
     def step(tokens, parents):
         if parents is not None: cache.reorder(parents)
         return _log_probs(model.decode(tokens, memory, memory_mask, cache=cache)[:, -1])   # (B·K, V)
     bos = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)       # (B, 1)
     return beam_search(step, bos, max_new_tokens, beam_size, length_penalty, eos_id, 0 if pad is None else pad, early_stopping)
-
-# %% ../nbs/10_decoding.ipynb #d10fwdcode
-_FAST_DECODING = ("StaticCache", "_fast_path_ok", "_decode_step", "_norm", "_linear", "_ffn")   # defined in chapter 11
-def __getattr__(name):
-    "Names that moved to chapter 11 (`transformer_lit.fast_decoding`) still resolve here, imported on first use."
-    if name in _FAST_DECODING: return getattr(_fast_decoding(), name)   # no import of a later chapter at load time
-    raise AttributeError(f"module 'transformer_lit.decoding' has no attribute {name!r}")

@@ -4,20 +4,21 @@
 
 # %% ../nbs/11_fast_decoding.ipynb #d11export
 from __future__ import annotations
-import math
+import contextlib, math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from .checks import _check_rows, check_attention_mask, check_int, check_values
+from .checks import _check_rows, check_attention_mask, check_bool, check_int, check_tokens, check_values
 from .attention import _SDPA_HAS_GQA, choose_backend, repeat_kv
 from .multihead import CrossKVCache, MultiHeadAttention, StaticKVCache, _rotate
 from .norm import LayerNorm, RMSNorm
 from .blocks import DecoderOnlyBlock
 from .ffn import FeedForward, SwiGLU
-from .model import DecoderOnlyLM
+from .model import DecoderOnlyLM, Transformer   # the models the caches serve (type hints)
+from .decoding import lm_generate, new_cache
 
 # %% auto #0
-__all__ = ['StaticCache']
+__all__ = ['StaticCache', 'new_static_cache', 'fast_generate']
 
 # %% ../nbs/11_fast_decoding.ipynb #p10faststep
 def _fast_path_ok(model, idx, cache=None):
@@ -134,11 +135,68 @@ class StaticCache:
         mask = (j[None, :] <= slots[:, None]) & self.keep[:, None, None, :]               # (B, 1, T, L): causal, real, written
         return mask, positions, slots
 
+def new_static_cache(model: DecoderOnlyLM|Transformer, # the model the cache serves (chapter 09)
+                     max_len: int, # slots per row: prompt plus new tokens (for a Transformer: BOS plus new target tokens)
+                     batch: int, # B rows
+                     dtype: torch.dtype|None=None, device: torch.device|str|None=None, # default: the model's parameters'
+                    ) -> StaticCache: # empty, one StaticKVCache per decoder block
+    "An empty `StaticCache` with the model's layers and heads, so that a compiled decoding step keeps its shapes."
+    if hasattr(model, "blocks"): n_layers = len(model.blocks)                        # DecoderOnlyLM (chapter 09)
+    elif hasattr(model, "stack"): n_layers = len(model.stack.decoder)               # Transformer (chapter 09)
+    else: raise TypeError(f"model must be a DecoderOnlyLM or a Transformer, got {type(model).__name__}")
+    check_int("max_len", max_len); check_int("batch", batch, minimum=0)
+    c, w = model.config, model.lm_head.weight
+    return StaticCache(n_layers, batch, c.kv_heads, max_len, c.head_dim, w.dtype if dtype is None else dtype,
+                       w.device if device is None else device)
+
 
 # %% ../nbs/11_fast_decoding.ipynb #d11cstep
 _COMPILED_STEP = []                                                     # made on first use: one per process
 
 def _compiled_step():
-    "`_decode_step` compiled by Inductor (fullgraph, C++ wrapper): what `generate(static_cache=True, compile_step=True)` runs."
+    "`_decode_step` compiled by Inductor (fullgraph, C++ wrapper): what `fast_generate(static_cache=True, compile_step=True)` runs."
     if not _COMPILED_STEP: _COMPILED_STEP.append(torch.compile(_decode_step, fullgraph=True, options={"cpp_wrapper": True}))
     return _COMPILED_STEP[0]
+
+def _no_guards():
+    "Skip dynamo's guards: safe for steps 2.. of one call, whose inputs differ from step 1's only in values."
+    return torch.compiler.set_stance(skip_guard_eval_unsafe=True)
+
+def _fast_steps(model, fast, skip_guards):
+    "A `step` for chapter 10's `lm_generate`: the model (checked) for the prompt, then `fast` for every one-token step."
+    calls = 0
+    def step(ids, cache=None, **kwargs):                                 # called like the model
+        nonlocal calls; calls += 1
+        if calls == 1: return model(ids, cache=cache, **kwargs)         # the prompt: forward, every input checked
+        with _no_guards() if skip_guards and calls > 2 else contextlib.nullcontext(): return fast(model, ids, cache)
+    return step
+
+@torch.no_grad()
+def fast_generate(model: DecoderOnlyLM, # the model that generates
+                  idx: Tensor, # (B, T0) prompt ids; rows of different lengths are left-padded (see attention_mask)
+                  max_new_tokens: int, # the most tokens to add
+                  greedy: bool=False, temperature: float=1.0, top_k: int|None=None, # as in chapter 10's `lm_generate`
+                  generator: torch.Generator|None=None, # seeded generator for sampling
+                  *, top_p: float|None=None, min_p: float|None=None, # as in `lm_generate`
+                  attention_mask: Tensor|None=None, # bool (B, T0): False on the left padding of shorter prompts
+                  eos_id: int|None=None, stop_ids=None, pad_id: int|None=None, # as in `lm_generate`
+                  static_cache: bool=False, # a `StaticCache` of T0 + max_new_tokens slots instead of a growing `DecoderCache`
+                  compile_step: bool=False, # with static_cache: the one-token step compiled (the first compiled step checks dynamo's guards, later ones skip them)
+                 ) -> Tensor: # (B, T0 + n), n <= max_new_tokens: the tokens `lm_generate` gives
+    "Chapter 10's `lm_generate` with this chapter's step: the prompt through `forward`, then `_decode_step` where it computes what `forward` computes."
+    if not hasattr(model, "blocks"): raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")   # chapter 09's model
+    check_tokens(idx, model.config.vocab_size); check_int("max_new_tokens", max_new_tokens, minimum=0)
+    check_bool("static_cache", static_cache); check_bool("compile_step", compile_step)
+    if compile_step and not static_cache: raise ValueError("compile_step=True needs static_cache=True (fixed shapes)")
+    cache = new_static_cache(model, idx.shape[1] + max_new_tokens, idx.shape[0]) if static_cache else new_cache(model)
+    fast = _decode_step if (static_cache or attention_mask is None) and _fast_path_ok(model, idx, cache) else None
+    if compile_step:
+        if fast is None: raise ValueError(f"compile_step=True needs a model the fast step serves (evaluation mode, pre-norm, no ALiBi, "
+                                          f"stock blocks without hooks, SDPA as its backend); got {type(model).__name__} with "
+                                          f"training={model.training}, norm_first={model.config.norm_first}, "
+                                          f"positional={model.config.positional!r}, backend={model.config.backend!r}")
+        fast = _compiled_step()
+    return lm_generate(model, idx, max_new_tokens, greedy, temperature, top_k, generator, True, top_p=top_p, min_p=min_p,
+                       attention_mask=attention_mask, eos_id=eos_id, stop_ids=stop_ids, pad_id=pad_id, cache=cache,
+                       step=None if fast is None else _fast_steps(model, fast, compile_step))
+

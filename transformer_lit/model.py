@@ -4,18 +4,19 @@
 
 # %% ../nbs/09_transformer.ipynb #78d383af
 from __future__ import annotations
-import importlib, math
+import math
 from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 from .attention import check_backend, check_bool, check_dropout, check_int, check_scale, check_values, _check_real
-from .checks import _check_number, check_attention_mask, check_targets, check_tokens
+from .checks import _check_number, check_attention_mask, check_sampling, check_targets, check_tokens
 from .blocks import BLOCK_ACTIVATIONS, NORMS, DecoderBlock, DecoderOnlyBlock, EncoderBlock, _check_x, make_norm
 from .masks import causal_mask
 from .positional import (LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEmbedding, alibi_bias,
                                         alibi_bias_at, check_rope_scaling, sinusoidal_encoding)
+from . import long_context  # chapter 06 registers the RoPE scalings (linear, dynamic, yarn, llama3) a config may name
 
 # %% auto #0
 __all__ = ['POSITIONALS', 'PARAMETER_GROUPS', 'TransformerConfig', 'count_parameters', 'TokenEmbedding', 'Positions',
@@ -253,21 +254,34 @@ class DecoderOnlyLM(nn.Module):
         logits = unembed(self.lm_head, self.norm(x), self.config.output_scale)   # (B, T, V)
         return logits if targets is None else (logits, _cross_entropy(logits, targets))
 
-    # --- decoding (chapter 10), imported when first used: `transformer_lit.decoding` builds on this module
-    def new_cache(self, max_len: int|None=None, # None: a `DecoderCache` that grows; an int: a `StaticCache` of this many slots
-                  batch: int|None=None, # B, required with max_len
-                  dtype: torch.dtype|None=None, device=None, # default: the model's parameters'
-                 ): # a `DecoderCache` or a `StaticCache`
-        "An empty cache: growing (`DecoderCache`), or preallocated (`StaticCache`) so that a compiled decoding step keeps its shapes."
-        return _decoding()._new_cache(self, max_len, batch, dtype, device)
-    def generate(self, idx: Tensor, max_new_tokens: int, *args, **kwargs) -> Tensor:
-        "Extend `idx` by up to `max_new_tokens` tokens: `decoding.lm_generate` (chapter 10), every option included."
-        return _decoding().lm_generate(self, idx, max_new_tokens, *args, **kwargs)
-    def beam_search(self, idx: Tensor, max_new_tokens: int, *args, **kwargs) -> tuple:
-        "Beam search from the prompt `idx`: `decoding.lm_beam_search` (chapter 10)."
-        return _decoding().lm_beam_search(self, idx, max_new_tokens, *args, **kwargs)
+    @torch.no_grad()
+    def generate(self, idx: Tensor, # (B, T0) prompt ids
+                 max_new_tokens: int, # how many tokens to append
+                 greedy: bool=False, # take the argmax; False: sample
+                 temperature: float=1.0, # sampling divides the logits by this (> 0): < 1 sharper, > 1 flatter
+                 top_k: int|None=None, # sample among the k largest logits only (None: all)
+                 generator: torch.Generator|None=None, # seeded generator for sampling
+                ) -> Tensor: # (B, T0 + max_new_tokens)
+        "The plain loop: re-run the model on the sequence so far, pick the next token from the last logits, append it."
+        _check_generate(self.config, idx, max_new_tokens, greedy, temperature, top_k, "idx")
+        for _ in range(max_new_tokens):
+            nxt = _pick(self(idx)[:, -1], greedy, temperature, top_k, generator)   # (B,)
+            idx = torch.cat([idx, nxt[:, None]], dim=1)                      # (B, T+1)
+        return idx
 
-def _decoding(): return importlib.import_module("transformer_lit.decoding")   # chapter 10, loaded on first use
+def _check_generate(config, ids, max_new_tokens, greedy, temperature, top_k, name):
+    "Raise unless a plain `generate` call is valid: ids (B, T) with T + max_new_tokens <= max_len, and the sampling options."
+    check_tokens(ids, config.vocab_size, name); check_int("max_new_tokens", max_new_tokens, minimum=0); check_bool("greedy", greedy)
+    if not greedy: check_sampling(temperature=temperature, top_k=top_k, vocab_size=config.vocab_size)
+    if ids.shape[1] + max_new_tokens > config.max_len:
+        raise ValueError(f"{name}.shape[1]={ids.shape[1]} plus max_new_tokens={max_new_tokens} must be <= max_len={config.max_len}")
+
+def _pick(logits, greedy, temperature, top_k, generator):
+    "The next token (B,) from the last logits (B, V): the argmax, or a draw from softmax(logits / temperature) over the top k."
+    if greedy: return logits.argmax(-1)
+    z = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature   # (B, V), softmax in >= float32
+    if top_k is not None: z = z.masked_fill(z < z.topk(top_k, dim=-1).values[..., -1:], -math.inf)
+    return torch.multinomial(z.softmax(-1), 1, generator=generator).squeeze(-1)
 
 def unembed(lm_head: nn.Linear, # the unembedding U, weight (V, d_model)
             h: Tensor, # the final state (B, T, d_model)
@@ -511,18 +525,24 @@ class Transformer(nn.Module):
         logits = self.decode(tgt, memory, memory_mask, self._default_keep(tgt, tgt_keep))
         return logits if targets is None else (logits, _cross_entropy(logits, targets))
 
-    # --- decoding (chapter 10), imported when first used
-    def new_cache(self, max_len: int|None=None, # None: a `DecoderCache`; an int: a `StaticCache` of this many target slots
-                  batch: int|None=None, dtype: torch.dtype|None=None, device=None, # as for `DecoderOnlyLM.new_cache`
-                 ): # a `DecoderCache` or a `StaticCache`
-        "An empty decoder cache: growing (`DecoderCache`) or preallocated (`StaticCache`); either holds one memory's keys and values."
-        return _decoding()._new_cache(self, max_len, batch, dtype, device)
-    def generate(self, src: Tensor, max_new_tokens: int, *args, **kwargs) -> Tensor:
-        "Encode `src` once, then decode up to `max_new_tokens` tokens: `decoding.seq2seq_generate` (chapter 10)."
-        return _decoding().seq2seq_generate(self, src, max_new_tokens, *args, **kwargs)
-    def beam_search(self, src: Tensor, max_new_tokens: int, *args, **kwargs) -> tuple:
-        "Beam search for the target of `src`: `decoding.seq2seq_beam_search` (chapter 10)."
-        return _decoding().seq2seq_beam_search(self, src, max_new_tokens, *args, **kwargs)
+    @torch.no_grad()
+    def generate(self, src: Tensor, # (B, S) source ids
+                 max_new_tokens: int, # target tokens to produce after BOS
+                 bos_id: int, # the start token every target begins with
+                 greedy: bool=False, temperature: float=1.0, top_k: int|None=None, # as for `DecoderOnlyLM.generate`
+                 generator: torch.Generator|None=None, # seeded generator for sampling
+                 src_keep: Tensor|None=None, # bool (B, S), True on real source tokens; default from config.pad_id
+                ) -> Tensor: # (B, 1 + max_new_tokens), starting with bos_id
+        "The plain loop for translation: encode once, then re-run the decoder on the target so far and append its next token."
+        check_int("bos_id", bos_id, minimum=0, maximum=self.config.vocab_size - 1)
+        memory, memory_mask = self.encode(src, src_keep)                  # (B, S, d_model), (B, 1, 1, S) or None
+        out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)   # (B, 1)
+        _check_generate(self.config, out, max_new_tokens, greedy, temperature, top_k, "the target (BOS)")
+        for _ in range(max_new_tokens):
+            nxt = _pick(self.decode(out, memory, memory_mask)[:, -1], greedy, temperature, top_k, generator)   # (B,)
+            out = torch.cat([out, nxt[:, None]], dim=1)                      # (B, t+1)
+        return out
+
 
 # %% ../nbs/09_transformer.ipynb #8b8d58ef
 PARAMETER_GROUPS = ("embeddings", "positions", "attention", "ffn", "norms", "unembedding")
@@ -544,11 +564,3 @@ def parameter_breakdown(model: nn.Module, # a `Transformer` or `DecoderOnlyLM` (
         else: raise ValueError(f"parameter {name!r} belongs to no group of {PARAMETER_GROUPS}")
         groups[g] += p.numel()
     return groups
-
-# %% ../nbs/09_transformer.ipynb #5c4614e8
-_MOVED = ("DecoderCache", "StaticCache", "temperature_filter", "top_k_filter", "top_p_filter", "min_p_filter", "filter_logits",
-          "sample_next", "gnmt_penalty", "beam_search", "check_logits", "check_sampling", "stop_setup", "left_padding_mask", "check_beam")
-def __getattr__(name): # `from transformer_lit.model import StaticCache` keeps working: names that moved to chapter 10
-    if name in _MOVED: return getattr(_decoding(), name)
-    raise AttributeError(f"module 'transformer_lit.model' has no attribute {name!r}")
-

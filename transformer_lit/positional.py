@@ -8,7 +8,7 @@ __all__ = ['rope_scaling_types', 'sinusoidal_frequencies', 'sinusoidal_encoding'
            'apply_rotary', 'rope_inv_freq', 'RotaryEmbedding', 'alibi_slopes', 'alibi_bias', 'alibi_bias_at']
 
 # %% ../nbs/05_positional.ipynb #p05c003
-import importlib, math
+import math
 import torch
 from torch import nn, Tensor
 from .attention import (causal_mask, check_bool, check_int, check_values, _check_float_dtype, _check_int_tensor,
@@ -140,7 +140,9 @@ def rope_inv_freq(head_dim:int, # D, even
     elif seq_len is not None: check_int('seq_len', seq_len)
     inv = sinusoidal_frequencies(head_dim, base)                          # (D/2,) float64
     if s is None or s['rope_type'] == 'default': return inv, 1.0
-    if s['rope_type'] not in rope_scaling_types: importlib.import_module('transformer_lit.long_context')  # registers the types
+    if s['rope_type'] not in rope_scaling_types:                          # chapter 06 registers linear, dynamic, yarn, llama3
+        raise ValueError(f"scaling rope_type={s['rope_type']!r} has no function in rope_scaling_types (registered: "
+                         f"{sorted(rope_scaling_types)}): importing transformer_lit.long_context (chapter 06) registers the types")
     return rope_scaling_types[s['rope_type']](inv, s, head_dim, base, seq_len)
 
 # %% ../nbs/05_positional.ipynb #p05c031

@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_training.ipynb #4f0c8cb5
 from __future__ import annotations
-import argparse, hashlib, importlib, inspect, json, math, numbers, os, resource, socket, sys, tempfile, time, traceback
+import argparse, hashlib, inspect, json, math, numbers, os, resource, socket, sys, tempfile, time, traceback
 from collections.abc import Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, asdict, fields
@@ -21,6 +21,7 @@ from .attention import check_bool, check_int, check_values, _check_real
 from .masks import padding_mask
 from .blocks import EncoderBlock, DecoderBlock, DecoderOnlyBlock
 from .model import TransformerConfig, Transformer, DecoderOnlyLM, check_targets, check_tokens, count_parameters, _cross_entropy
+from .decoding import seq2seq_generate
 # the argument checks shared by this module (appendix "Checking the inputs")
 from .checks import _check_type, _check_iterable, _check_model, _check_index, _check_seed, _check_device
 
@@ -396,7 +397,7 @@ def greedy_translate(model: Transformer, data: Seq2SeqData, idx, # which example
     _check_seq2seq(model, data)
     was = model.training; model.eval()
     b = data.batch(idx)
-    out = model.generate(b["src"].to(device), data.max_tgt + 1, BOS, greedy=True, src_keep=b["src_keep"].to(device))
+    out = seq2seq_generate(model, b["src"].to(device), data.max_tgt + 1, BOS, greedy=True, src_keep=b["src_keep"].to(device))
     model.train(was)
     preds = []
     for row in out[:, 1:].tolist():                       # drop <bos>
@@ -712,15 +713,3 @@ def make_model(data, d_model: int=64, n_heads: int=4, n_layers: int=2, dropout: 
     cfg = TransformerConfig(len(data.vocab), d_model, n_heads, n_layers, d_ff=4 * d_model, dropout=dropout,
                             max_len=data.block_size, positional="learned", scale_embeddings=False)
     return DecoderOnlyLM(cfg)
-
-# %% ../nbs/12_training.ipynb #b7a1c007
-_AT_SCALE = ("main", "launch", "train_job", "sample_predictions", "peak_live_bytes", "step_memory")   # chapter 13's names
-
-def __getattr__(name):
-    "Names that moved to chapter 13 (`transformer_lit.at_scale`) still resolve here, imported on first use."
-    if name in _AT_SCALE:
-        return getattr(importlib.import_module("transformer_lit.at_scale"), name)   # chapter 13: no import of a later chapter at load time
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-if __name__ == "__main__" and "__file__" in globals():               # python -m transformer_lit.train: chapter 13's command line
-    importlib.import_module("transformer_lit.at_scale").main()
