@@ -22,7 +22,7 @@ __all__ = ['StaticCache', 'new_static_cache', 'fast_generate']
 
 # %% ../nbs/11_fast_decoding.ipynb #p10faststep
 def _fast_path_ok(model, idx, cache=None):
-    "Whether `_decode_step` computes what model(tok, cache=cache) computes for this model, prompt and cache (checked once per call)."
+    "Whether _decode_step computes what model(tok, cache=cache) computes for this model, prompt and cache (checked once per call)."
     c, blocks = model.config, model.blocks
     stock = (type(model).forward is DecoderOnlyLM.forward and all(type(b) is DecoderOnlyBlock and
              type(b.self_attn.sublayer) is MultiHeadAttention and b.self_attn.sublayer.fused for b in blocks))
@@ -154,7 +154,7 @@ def new_static_cache(model: DecoderOnlyLM|Transformer, # the model the cache ser
 _COMPILED_STEP = []                                                     # made on first use: one per process
 
 def _compiled_step():
-    "`_decode_step` compiled by Inductor (fullgraph, C++ wrapper): what `fast_generate(static_cache=True, compile_step=True)` runs."
+    "_decode_step compiled by Inductor (fullgraph, C++ wrapper): what `fast_generate(static_cache=True, compile_step=True)` runs."
     if not _COMPILED_STEP: _COMPILED_STEP.append(torch.compile(_decode_step, fullgraph=True, options={"cpp_wrapper": True}))
     return _COMPILED_STEP[0]
 
@@ -183,7 +183,7 @@ def fast_generate(model: DecoderOnlyLM, # the model that generates
                   static_cache: bool=False, # a `StaticCache` of T0 + max_new_tokens slots instead of a growing `DecoderCache`
                   compile_step: bool=False, # with static_cache: the one-token step compiled (the first compiled step checks dynamo's guards, later ones skip them)
                  ) -> Tensor: # (B, T0 + n), n <= max_new_tokens: the tokens `lm_generate` gives
-    "Chapter 10's `lm_generate` with this chapter's step: the prompt through `forward`, then `_decode_step` where it computes what `forward` computes."
+    "Chapter 10's `lm_generate` with this chapter's step: the prompt through `forward`, then _decode_step where it computes what `forward` computes."
     if not hasattr(model, "blocks"): raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")   # chapter 09's model
     check_tokens(idx, model.config.vocab_size); check_int("max_new_tokens", max_new_tokens, minimum=0)
     check_bool("static_cache", static_cache); check_bool("compile_step", compile_step)
