@@ -3,7 +3,7 @@ writes, as a function of each window's start only (so a resumed run sees the sam
 import importlib.util
 from pathlib import Path
 import torch
-from transformer_lit.train import Vocab
+from transformer_lit.train import Vocab, LMData
 
 MODELS = Path(__file__).resolve().parents[1] / "nbs" / "models"
 
@@ -31,11 +31,10 @@ def test_repeat_data_writes_a_stretch_twice_and_is_a_function_of_the_start():
                 found = any(torch.equal(row[p: p + 8], row[q: q + 8]) for p in range(T + 1 - 8)
                             for q in range(p + 8, min(p + 8 + 64 + T // 3, T + 1 - 8) + 1))
                 assert found, (kind, T)
-            natural = LMslice(ids, starts, T)
+            n = LMData(ids, T, vocab).batch(starts)                                   # the windows as the text has them
+            natural = torch.cat([n["idx"], n["targets"][:, -1:]], 1)
             changed = (x != natural).float().mean().item()
             if kind == "task_frac": assert changed > 0.9                              # the whole window is random
             elif kind == "frac": assert 0 < changed < 0.34                            # only the second copy (<= T/3) replaced
     plain = m.RepeatData(ids, 128, vocab)
-    assert torch.equal(plain.batch(torch.arange(5))["idx"], LMslice(ids, torch.arange(5), 128)[:, :-1])
-
-def LMslice(ids, starts, T): return ids[starts[:, None] + torch.arange(T + 1)]
+    assert torch.equal(plain.batch(torch.arange(5))["idx"], LMData(ids, 128, vocab).batch(torch.arange(5))["idx"])
