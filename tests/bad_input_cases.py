@@ -1450,6 +1450,21 @@ def llama_lm():
     torch.manual_seed(0)
     return model.DecoderOnlyLM(cfg(positional="rope", norm="rms", activation="swiglu", d_ff=None, bias=False, scale_embeddings=False))
 R("checkpoints.save_pretrained.model.str", SPd + "model", TypeError, [NAMED("model"), "DecoderOnlyLM", "str"], lambda: checkpoints.save_pretrained("m", tmp("sp")))
+TK = "checkpoints.Tokenizer"
+def tok(): return checkpoints.Tokenizer({"a": 0, "b": 1, "ab": 2, " ": 3}, r" ?[ab]+|\s+", [("a", "b")])
+R("checkpoints.Tokenizer.vocab.list", TK + ":vocab", TypeError, ["vocab must be a dict", "list"], lambda: checkpoints.Tokenizer(["a"], "."))
+R("checkpoints.Tokenizer.vocab.gap", TK + ":vocab", ValueError, ["vocab's ids", "0 .. 1"], lambda: checkpoints.Tokenizer({"a": 0, "b": 2}, "."))
+R("checkpoints.Tokenizer.pattern.int", TK + ":pattern", TypeError, ["pattern=3", "str"], lambda: checkpoints.Tokenizer({"a": 0}, 3))
+R("checkpoints.Tokenizer.merges.unknown", TK + ":merges", ValueError, ["merges holds ('a', 'c')", "join is in vocab"],
+  lambda: checkpoints.Tokenizer({"a": 0, "c": 1}, ".", [("a", "c")]))
+R("checkpoints.Tokenizer.encode.text.int", TK + ".encode:text", TypeError, ["text=3", "str"], lambda: tok().encode(3))
+R("checkpoints.Tokenizer.encode.text.unknown", TK + ".encode:text", ValueError, ["text holds 'c'", "vocabulary of 4 tokens"], lambda: tok().encode("abc"))
+R("checkpoints.Tokenizer.pieces.text.bytes", TK + ".pieces:text", TypeError, ["text=b'ab'", "str"], lambda: tok().pieces(b"ab"))
+R("checkpoints.Tokenizer.decode.ids.unknown", TK + ".decode:ids", ValueError, ["ids holds 7", "0 .. 3"], lambda: tok().decode([0, 7]))
+R("checkpoints.Tokenizer.decode.ids.float", TK + ".decode:ids", ValueError, ["ids holds 1.0"], lambda: tok().decode([1.0]))
+R("checkpoints.Tokenizer.from_file.path.int", TK + ".from_file:path", TypeError, ["path=3", "Path"], lambda: checkpoints.Tokenizer.from_file(3))
+R("checkpoints.Tokenizer.from_file.path.missing", TK + ".from_file:path", FileNotFoundError, ["nothing.json", "not found"],
+  lambda: checkpoints.Tokenizer.from_file(tmp("nothing.json")))
 R("checkpoints.save_pretrained.model.sinusoidal", SPd + "model", ValueError, ["positional='sinusoidal'"], lambda: checkpoints.save_pretrained(model.DecoderOnlyLM(cfg(**LLAMA_CFG)), tmp("sp0")))
 R("checkpoints.save_pretrained.max_shard_size.str", SPd + "max_shard_size", ValueError, ["max_shard_size='lots'"],
   lambda: checkpoints.save_pretrained(llama_lm(), tmp("sp1"), "lots"))
