@@ -134,6 +134,7 @@ def test_math_softmax_in_float32_for_half():
     q = torch.full((1, 2, 4), 200.0, dtype=torch.float16); k = q.clone(); v = torch.randn(1, 2, 4).half()
     assert torch.isinf(q @ k.transpose(-2, -1)).all()              # the scores 160000 overflow float16 ...
     out, w = scaled_dot_product_attention(q, k, v, return_weights=True)
+    # exact arithmetic: each score 4·200² = 160000 and its scale 1/2 are exact in float32, and two equal scores give 1/2
     assert w.dtype == torch.float16 and torch.equal(w, torch.full_like(w, 0.5))   # ... but not our float32 scores
     torch.testing.assert_close(out, v.float().mean(1, keepdim=True).expand(1, 2, 4).half(), atol=1e-3, rtol=0)
 
@@ -388,6 +389,7 @@ def test_gqa_float32_against_float64(backend, G, kind, L):
 def test_gqa_h_equals_g_is_todays_path_bit_for_bit(backend):
     q, k, v = gqa_inputs(G=8, Lq=7, Lk=7, dtype=torch.float32)
     for kw in ({}, dict(is_causal=True), gqa_masks(2, 8, 7, 7, "bool", torch.float32)):
+        # G = H: the oracle's repeat_kv(k, 1) is k itself, so math runs the same call; sdpa the same torch call on copies
         assert torch.equal(attention_backends[backend](q, k, v, **kw), oracle(q, k, v, **kw) if backend == "math"
                            else torch_sdpa(q, k.clone(), v.clone(), **kw))
     assert kv_groups(q, k) == 1

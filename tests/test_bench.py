@@ -39,7 +39,7 @@ def test_sweep_rows_and_ratios():
     for (name, N), r in by.items():
         assert r["note"] == "" and r["ms"] > 0 and r["peak_mib"] >= 0
         assert r["ms_lo"] <= r["ms"] <= r["ms_hi"] and r["vs_ref_lo"] <= r["vs_ref"] <= r["vs_ref_hi"]   # median within its range
-        if name == "sdpa": assert r["vs_ref"] == r["vs_ref_lo"] == r["vs_ref_hi"] == 1.0
+        if name == "sdpa": assert r["vs_ref"] == r["vs_ref_lo"] == r["vs_ref_hi"] == 1.0   # the reference's own t / t
         assert r["tflops"] == pytest.approx(attention_flops(1, 2, N, N, 8) / (r["ms"] * 1e-3) / 1e12)
 
 def test_backward_and_causal_flops():

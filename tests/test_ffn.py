@@ -29,7 +29,7 @@ def ours_from_torch_layer(layer, activation):
 # ---------------------------------------------------------------- activations
 def test_activation_table_matches_formulas():
     z = torch.linspace(-6, 6, 1001, dtype=F64)
-    torch.testing.assert_close(ACTIVATIONS["relu"](z), z.clamp_min(0), rtol=0, atol=0)
+    torch.testing.assert_close(ACTIVATIONS["relu"](z), z.clamp_min(0), rtol=0, atol=0)   # max(z, 0) rounds nothing
     torch.testing.assert_close(ACTIVATIONS["gelu"](z), 0.5 * z * (1 + torch.erf(z / math.sqrt(2))), rtol=0, atol=1e-15)
     tanh_form = 0.5 * z * (1 + torch.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z**3)))
     torch.testing.assert_close(ACTIVATIONS["gelu_tanh"](z), tanh_form, rtol=0, atol=1e-14)
@@ -178,7 +178,7 @@ def test_dropout_acts_on_hidden_units_in_training_only():
     torch.testing.assert_close(y, ffn.w2(ffn.hidden(x) * mask), rtol=1e-6, atol=1e-6)
     assert 0 < (mask == 0).sum() < 400
     no_drop = FeedForward(6, 40, dropout=0.0).train()
-    torch.testing.assert_close(no_drop(x), no_drop.eval()(x), rtol=0, atol=0)
+    torch.testing.assert_close(no_drop(x), no_drop.eval()(x), rtol=0, atol=0)   # p = 0 passes the hidden units through
 
 # ---------------------------------------------------------------- swiglu_hidden_dim
 @pytest.mark.parametrize("d, expected", [(4096, 11008), (5120, 13824), (6656, 17920), (8192, 22016)])

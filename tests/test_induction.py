@@ -123,6 +123,7 @@ def test_attention_weights_match_need_weights(small):
     w = attention_weights(small, idx)
     assert w.shape == (3, 2, 4, 24, 24)
     x = small.pos(small.tok(idx)); a0 = small.blocks[0].self_attn
+    # the hook re-runs the same module on the input the model gave it (rope: pos adds nothing): the same computation
     assert torch.equal(w[:, 0], a0.sublayer(a0.norm(x), is_causal=True, need_weights=True)[1])
     assert all(not a._forward_hooks for a in (b.self_attn.sublayer for b in small.blocks))   # no hook left behind
 

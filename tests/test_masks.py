@@ -150,7 +150,7 @@ def test_combine_masks_bool_and_float():
     assert mixed.dtype == torch.float64
     inf = float("-inf")
     assert torch.equal(mixed, B([[0.0, inf, inf], [0.0, -1.0, inf], [0.0, -1.0, -2.0]], dtype=torch.float64))
-    assert torch.equal(combine_masks(bias, bias), 2 * bias)
+    assert torch.equal(combine_masks(bias, bias), 2 * bias)        # x + x = 2x exactly in floating point
 
 
 def test_combine_masks_bad_input():

@@ -101,7 +101,7 @@ def test_token_embedding_scaling_and_init():
     torch.manual_seed(0)
     e = TokenEmbedding(3000, 256)
     ids = torch.randint(0, 3000, (2, 5))
-    torch.testing.assert_close(e(ids), e.weight[ids] * 16.0, rtol=0, atol=0)
+    torch.testing.assert_close(e(ids), e.weight[ids] * 16.0, rtol=0, atol=0)   # a gather, then x √256 = x 16: exact
     assert abs(e.weight.std().item() - 256 ** -0.5) < 2e-3
     e2 = TokenEmbedding(3000, 256, scale=False)
     torch.testing.assert_close(e2(ids), e2.weight[ids], rtol=0, atol=0)
@@ -203,6 +203,7 @@ def test_lm_is_causal(kind):
     a = lm(idx)
     idx2 = idx.clone(); idx2[:, 6:] = (idx2[:, 6:] + 1) % 40
     b = lm(idx2)
+    # the same ops on the same shapes, and a masked key's weight is exactly 0 (exp(-inf)): positions < 6 see the same numbers
     torch.testing.assert_close(a[:, :6], b[:, :6], rtol=0, atol=0)
     assert not torch.allclose(a[:, 6:], b[:, 6:])
 
@@ -245,7 +246,7 @@ def test_seq2seq_loss_and_decoder_causality():
     logits, loss = t(src, tgt, targets=tgt.roll(-1, 1))
     torch.testing.assert_close(loss, F.cross_entropy(logits.flatten(0, 1), tgt.roll(-1, 1).flatten()), rtol=0, atol=1e-12)
     tgt2 = tgt.clone(); tgt2[:, 4:] = (tgt2[:, 4:] + 3) % 40
-    torch.testing.assert_close(t(src, tgt2)[:, :4], logits[:, :4], rtol=0, atol=0)
+    torch.testing.assert_close(t(src, tgt2)[:, :4], logits[:, :4], rtol=0, atol=0)   # exact, as in test_lm_is_causal
 
 def test_tying_adds_both_gradients():
     torch.manual_seed(0)
@@ -740,6 +741,7 @@ def test_token_id_dtypes_are_checked(dtype, model):
 def test_int32_ids_equal_int64():
     m, t = lm64(), s2s64()
     ids = torch.tensor([[3, 1, 4, 1, 5]])
+    # the ids only index the embedding rows (and the loss's targets): the same rows, then the same computation
     torch.testing.assert_close(m(ids.int()), m(ids), rtol=0, atol=0)
     torch.testing.assert_close(t(ids.int(), ids.int()), t(ids, ids), rtol=0, atol=0)
     torch.testing.assert_close(m(ids, ids.int())[1], m(ids, ids)[1], rtol=0, atol=0)

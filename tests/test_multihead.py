@@ -574,7 +574,7 @@ def test_static_kv_cache_equals_growing_cache(G, causal):
     for a, b in ((0, 3), (3, 4), (4, 7)):                               # a chunk of three, one token, a chunk of three
         close(m(x[:, a:b], cache=static, is_causal=causal), m(x[:, a:b], cache=grow, is_causal=causal), 1e-12)
     assert int(static.pos) == 7 and static.k.shape == (2, G, 10, 4) and static.nbytes() == 2 * 2 * G * 10 * 4 * 8
-    close(static.k[:, :, :7], grow.k, 0); close(static.v[:, :, :7], grow.v, 0)
+    close(static.k[:, :, :7], grow.k, 0); close(static.v[:, :, :7], grow.v, 0)   # copies of the same chunks' projections
     assert static.k[:, :, 7:].abs().max() == 0                          # unwritten slots stay zero and are never read
 
 def test_static_kv_cache_with_a_mask_and_bad_input():

@@ -532,6 +532,7 @@ def test_sinusoidal_at_equals_the_table():
 def test_alibi_bias_at_equals_alibi_bias():
     for q_len, k_len in ((1, 7), (3, 7), (7, 7)):
         pos = torch.arange(k_len - q_len, k_len)                              # the last q_len positions
+        # both: one correctly rounded float64 product -m_h·|i - j| per entry (|i - j| an exact integer), then the same cast
         torch.testing.assert_close(alibi_bias_at(4, pos, k_len), alibi_bias(4, q_len, k_len), rtol=0, atol=0)
 
 def test_rope_positions_need_no_table_and_no_host_read():
@@ -602,6 +603,7 @@ def test_positional_bad_input(call, exc, msg):
     with _E(exc, msg): call()
 
 def test_rotation_matrix_takes_any_real_position():
+    "2, 2.0 and np.float32(0.5) are the float64 positions 2.0 and 0.5 exactly: the same computation."
     torch.testing.assert_close(rotation_matrix(2, 4), rotation_matrix(2.0, 4), rtol=0, atol=0)
     import numpy as np
     torch.testing.assert_close(rotation_matrix(np.float32(0.5), 4), rotation_matrix(0.5, 4), rtol=0, atol=0)

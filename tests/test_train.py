@@ -191,6 +191,7 @@ def test_plain_loop_and_train_give_the_same_weights(kind):
     cfg = TrainConfig(steps=6, batch_size=8, warmup=3, clip=0.5, progress=False)
     a, b = (make_model(data, 16, 2, 2, dropout=0.1, seed=0) for _ in range(2))
     losses, hist = train_plain(a, data, cfg), train(b, data, cfg)
+    # one process, fp32, one micro-batch: the same batches, dropout seeds and ops (s·1/n is s/n), so the same bits
     assert losses == hist["loss"] and len(losses) == 6
     for (k, x), y in zip(a.state_dict().items(), b.state_dict().values()): assert torch.equal(x, y), k
     c = make_model(data, 16, 2, 2, dropout=0.1, seed=0)
@@ -298,6 +299,7 @@ def test_torchrun_two_processes_match_one(tmp_path, parallel):
     main(args + ["--dump", str(tmp_path / "one")])                     # one process, the same global batch
     r0, r1 = (torch.load(tmp_path / "ddp" / f"rank{i}.pt", weights_only=True) for i in (0, 1))
     one = torch.load(tmp_path / "one" / "rank0.pt", weights_only=True)
+    # the all-reduce hands every rank the same averaged gradient, so both ranks take the same steps
     for k in r0["model"]: assert torch.equal(r0["model"][k], r1["model"][k]), k           # the ranks hold identical parameters
     assert r0["loss"] == r1["loss"] and len(r0["loss"]) == 3
     assert r0["loss"] == pytest.approx(one["loss"], rel=1e-5, abs=1e-6)                  # the loss of one process, every step

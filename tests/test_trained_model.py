@@ -1,7 +1,6 @@
 """The course's trained model (nbs/models/pydoc-char-llama): transformers loads it as the same model, and its
 held-out loss, recomputed from the shipped files, is the number its README and training.json state."""
-import importlib.util, json, math, re, sys
-from pathlib import Path
+import json, math, re, sys
 import pytest
 import torch
 from transformer_lit.checkpoints import from_pretrained
@@ -9,24 +8,16 @@ from transformer_lit.train import Vocab, LMData, evaluate_loss
 from transformer_lit.model import assert_greedy_agrees
 from transformer_lit.decoding import lm_generate, seq2seq_generate, lm_beam_search, seq2seq_beam_search, new_cache
 from transformer_lit.fast_decoding import fast_generate, new_static_cache
+from trained_helpers import ShippedModel
 
-MODELS = Path(__file__).resolve().parents[1] / "nbs" / "models"
-MODEL = MODELS / "pydoc-char-llama"
+PYDOC = ShippedModel("pydoc-char-llama", "train_pydoc_lm")   # the script: its corpus recipe and tokenizer
+MODEL, script, meta, heldout = PYDOC.dir, PYDOC.script, PYDOC.meta, PYDOC.heldout
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-def script():
-    "The training script as a module (its corpus recipe and tokenizer)."
-    spec = importlib.util.spec_from_file_location("train_pydoc_lm", MODELS / "train_pydoc_lm.py")
-    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
-    return m
 
 def chars():
     "The vocabulary in id order, read from tokenizer.json."
     vocab = json.loads((MODEL / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
     return sorted(vocab, key=vocab.get)
-
-def heldout(): return (MODEL / "heldout.txt").read_text(encoding="utf-8")
-def meta(): return json.loads((MODEL / "training.json").read_text())
 
 def test_the_directory_is_a_small_llama_checkpoint():
     files = {p.name for p in MODEL.iterdir()}

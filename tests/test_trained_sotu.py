@@ -1,26 +1,18 @@
 """The course's model that reads its context (nbs/models/sotu-llama): what its card claims, recomputed from the
 shipped files in float64, the floors it must meet, transformers loading it as the same model, and chapter 14's
 explorer showing its attention. The corpus is never fetched here: the held-out text ships."""
-import importlib.util, json, math, re
+import json, math, re
 from pathlib import Path
 import pytest
 import torch
 from transformer_lit.checkpoints import from_pretrained, Tokenizer
 from transformer_lit.model import assert_greedy_agrees
 from transformer_lit.fast_decoding import fast_generate
+from trained_helpers import ShippedModel
 
-MODELS = Path(__file__).resolve().parents[1] / "nbs" / "models"
-MODEL = MODELS / "sotu-llama"
+SOTU = ShippedModel("sotu-llama", "train_sotu_lm")     # the script: its analysis, its card and its data
+MODEL, script, meta, heldout = SOTU.dir, SOTU.script, SOTU.meta, SOTU.heldout
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-def script():
-    "The training script as a module: its analysis, its card and its data."
-    spec = importlib.util.spec_from_file_location("train_sotu_lm", MODELS / "train_sotu_lm.py")
-    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
-    return m
-
-def meta(): return json.loads((MODEL / "training.json").read_text())
-def heldout(): return (MODEL / "heldout.txt").read_text(encoding="utf-8")
 
 @pytest.fixture(scope="module")
 def analysis():
@@ -74,6 +66,8 @@ def test_the_stated_numbers_are_the_shipped_models(analysis):
     assert stored.keys() == analysis.keys()
     for k, v in analysis.items():
         if isinstance(v, float): assert abs(v - stored[k]) < 1e-8, k
+        elif isinstance(v, dict):      # by_position: a recomputed float64 mean per range of positions, not its stored bits
+            assert v.keys() == stored[k].keys() and all(abs(v[r] - stored[k][r]) < 1e-8 for r in v), k
         elif k in ("induction_scores", "prev_scores", "window_loss", "window_mid", "window_late"):
             assert torch.allclose(torch.tensor(v, dtype=torch.float64), torch.tensor(stored[k], dtype=torch.float64), rtol=0, atol=1e-8), k
         else: assert v == stored[k], k
