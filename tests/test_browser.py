@@ -36,6 +36,8 @@ NOTEBOOK = "02_scaling.ipynb"
 RUN_NOTEBOOK = "02_explorer_run.ipynb"           # chapter 02's cells that build the live explorer, without outputs
 FIXTURE = ROOT / "tests" / "fixtures" / "run_all.ipynb"
 LOOP_NOTEBOOK = "run_all.ipynb"                  # the fixture, committed in the lab's repository
+WEB_NOTEBOOK = "browser_model.ipynb"             # one saved output: the browser model's widget (appendix "The model in your browser")
+WEB_MODEL = "models/sotu-llama"                  # its files, relative to nbs/ as on the site
 AUTOSAVE_S = 3                                   # JupyterLab's autosave interval in the lab (120 s by default)
 LAB = ROOT / "tools" / "lab"                      # the configuration `make lab` uses
 CHROMIUM = "/usr/bin/chromium"
@@ -90,6 +92,18 @@ def explorer_notebook():
     return nb
 
 
+def widget_notebook(root):
+    "A notebook whose one cell's saved output is the browser model's widget, as chapter 14 saves it (paths relative to nbs/)."
+    from transformer_lit.browser import widget_html
+    with contextlib.chdir(root):
+        html = widget_html(WEB_MODEL)
+    cell = {"cell_type": "code", "execution_count": 1, "id": "web-model", "metadata": {}, "source": f'widget("{WEB_MODEL}")',
+            "outputs": [{"output_type": "execute_result", "execution_count": 1, "metadata": {},
+                         "data": {"text/html": html, "text/plain": "Widget(...)"}}]}
+    return {"cells": [cell], "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+            "nbformat": 4, "nbformat_minor": 5}
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A JupyterLab server started the way `make lab` starts it, on a temporary copy of the course's layout.
@@ -110,6 +124,8 @@ def lab(tmp_path_factory):
     (root / NOTEBOOK).write_bytes((ROOT / "nbs" / NOTEBOOK).read_bytes())
     (root / LOOP_NOTEBOOK).write_bytes(FIXTURE.read_bytes())
     (root / RUN_NOTEBOOK).write_text(json.dumps(explorer_notebook()))
+    shutil.copytree(ROOT / "nbs" / WEB_MODEL / "web", root / WEB_MODEL / "web")   # the exported model the widget loads
+    (root / WEB_NOTEBOOK).write_text(json.dumps(widget_notebook(root)))
     git(repo, "init", "-q"); git(repo, "add", "-A"); git(repo, "commit", "-q", "-m", "as committed")
     # -- user settings of the test only: attach every cell to the DOM (the default windowing may leave
     #    off-screen cells out). News and update checks are off through tools/lab/overrides.json, as in `make lab`.
@@ -126,7 +142,7 @@ def lab(tmp_path_factory):
                JUPYTER_DATA_DIR=str(work / "data"),
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p))
     # -- as `make lab` does: trust the notebooks, then start from nbs/ with the course's configuration
-    subprocess.run([sys.executable, "-m", "jupyter", "trust", NOTEBOOK, LOOP_NOTEBOOK, RUN_NOTEBOOK], cwd=root, env=env,
+    subprocess.run([sys.executable, "-m", "jupyter", "trust", NOTEBOOK, LOOP_NOTEBOOK, RUN_NOTEBOOK, WEB_NOTEBOOK], cwd=root, env=env,
                    check=True, capture_output=True)
     log_path = work / "jupyterlab.log"
     log = open(log_path, "wb")
@@ -492,6 +508,30 @@ def drive_player(html_text, controls, expected_frame, tmp_path, start):
         finally:
             browser.close()
     return moves
+
+
+def test_browser_model_in_jupyterlab(lab):
+    """The browser model's widget as a saved output in JupyterLab: its links, rewritten by JupyterLab to the server's
+    /files/ addresses, load the model; the next-token bars appear and a step adds a token (no kernel involved)."""
+    with lab_page(lab, WEB_NOTEBOOK) as page:
+        root = page.locator(".jp-Notebook .tl-web").first
+        root.scroll_into_view_if_needed()
+        assert "/files/" in root.locator(".tlw-weights").get_attribute("href")        # JupyterLab's rewrite
+        console = []
+        page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+        root.locator(".tlw-load").click()
+        try:
+            page.wait_for_function("el => el.dataset.state === 'ready' && el.querySelectorAll('.tlw-bars li').length > 0",
+                                   arg=root.element_handle(), timeout=60_000)
+        except Exception:
+            raise AssertionError(f"the model did not load: status {root.locator('.tlw-status').inner_text()!r}; "
+                                 f"console {console}; hrefs {[root.locator('.tlw-' + c).get_attribute('href') for c in ('js', 'manifest', 'weights')]}")
+        n0 = int(root.get_attribute("data-length"))
+        root.locator(".tlw-step").click()
+        page.wait_for_function(f"el => +el.dataset.length === {n0 + 1}", arg=root.element_handle(), timeout=30_000)
+        status = root.locator(".tlw-status").inner_text()
+        assert "tokens per second" in status and "rror" not in status, status
+    assert log_problems(lab[2]) == [], "\n".join(log_problems(lab[2]))
 
 
 def test_frame_player_without_a_server(tmp_path):

@@ -4,20 +4,19 @@
 
 # %% ../nbs/appendix_browser.ipynb #1197e3b3
 from __future__ import annotations
-import argparse, contextlib, copy, html, json, math, secrets, shutil, sys
+import argparse, contextlib, copy, html, json, math, re, secrets, shutil, sys
 from pathlib import Path
 import torch
 import transformer_lit
 from .model import DecoderOnlyLM, TransformerConfig, count_parameters
-from .checkpoints import from_pretrained
-from .train import Vocab
+from .checkpoints import from_pretrained, Tokenizer
 from .induction import attention_weights   # every head's weights (chapter 12a)
 from .checks import _check_type
 
 # %% auto #0
-__all__ = ['FORMATS', 'JS_FILE', 'CHROMIUM_ARGS', 'unsupported', 'browser_tensors', 'quantise', 'dequantise', 'head_scores',
-           'head_labels', 'char_vocab', 'restored_model', 'format_error', 'export', 'serve', 'run_in_browser',
-           'widget_html', 'Widget', 'widget', 'main']
+__all__ = ['FORMATS', 'JS_FILE', 'CHROMIUM_ARGS', 'DEFAULT_PROMPT', 'unsupported', 'browser_tensors', 'quantise', 'dequantise',
+           'head_scores', 'head_labels', 'web_tokenizer', 'restored_model', 'format_error', 'export', 'serve',
+           'run_in_browser', 'widget_html', 'Widget', 'widget', 'main']
 
 # %% ../nbs/appendix_browser.ipynb #20a5600d
 FORMATS = ("float16", "int8")          # how the matrices are stored; vectors (the norms' gains) stay float32
@@ -75,22 +74,22 @@ def dequantise(q: torch.Tensor, scale: torch.Tensor|None=None) -> torch.Tensor:
 # %% ../nbs/appendix_browser.ipynb #083af211
 @torch.no_grad()
 def head_scores(model: DecoderOnlyLM, ids: torch.Tensor, # the held-out text as ids (N,)
-                n_windows: int=16, # previous-token score: over this many non-overlapping held-out windows of the context
-                passage: int=60, # induction score: a passage of this many characters written twice
+                n_windows: int=16, # previous-token score: over the first this-many non-overlapping windows of the context
+                passage: int=64, # induction score: passages of this many tokens (at most half the context), each written twice
+                n_passages: int=16, # ... this many, spread evenly over the held-out text
                ) -> dict:
-    "Previous-token and induction scores of every head (Olsson et al. 2022), with the scores of an even causal head."
+    "Previous-token and induction scores of every head (Olsson et al. 2022), measured as chapter 14 does, with an even causal head's scores."
     T, P = model.config.max_len, min(passage, model.config.max_len // 2)
-    starts = torch.arange(0, ids.numel() - T, T)                               # as LMData.eval_indices
-    if len(starts) < 21: raise ValueError(f"the held-out text has {ids.numel()} tokens; the scores need at least {21 * T + 1}")
-    windows = torch.stack([ids[s:s + T] for s in starts[:n_windows]])          # (n_windows, T)
+    if ids.numel() < n_windows * T + 1: raise ValueError(f"the held-out text has {ids.numel()} tokens; the scores need at least {n_windows * T + 1}")
+    windows = ids[:n_windows * T].view(n_windows, T)                            # (n_windows, T)
     prev = attention_weights(model, windows).diagonal(-1, -2, -1).mean((0, -1))   # (layers, H): weight on t-1
-    once = ids[starts[20]:starts[20] + P][None]                                # (1, P) one held-out passage
-    twice = torch.cat([once, once], 1)                                         # (1, 2P)
-    ind = attention_weights(model, twice).diagonal(-(P - 1), -2, -1)[..., 1:].mean((0, -1))  # (layers, H): after the earlier occurrence
+    starts = torch.linspace(0, ids.numel() - P - 1, n_passages).long()
+    twice = torch.stack([torch.cat([ids[s:s + P]] * 2) for s in starts])       # (n_passages, 2P)
+    ind = attention_weights(model, twice).diagonal(-(P - 1), -2, -1)[..., 1:].mean((0, -1))  # (layers, H): query P+i -> key i+1
     even_prev = sum(1 / (t + 1) for t in range(1, T)) / (T - 1)               # an even causal head's weight on t-1
     even_ind = sum(1 / (t + 1) for t in range(P, 2 * P)) / P                  # ... on the induction target
     return {"previous_token": prev.tolist(), "induction": ind.tolist(), "even_previous_token": even_prev,
-            "even_induction": even_ind, "passage": P, "windows": len(windows)}
+            "even_induction": even_ind, "passage": P, "passages": n_passages, "windows": n_windows}
 
 def head_labels(scores: dict, share: float=0.5, factor: float=5.0) -> list:
     "Per layer and head, the labels its scores earn: more than `share` of its weight on the position, and `factor` times an even head's score."
@@ -108,15 +107,16 @@ def _model_dir(model_dir) -> Path:
         if not (d / f).is_file(): raise FileNotFoundError(f"{d / f} not found: the exporter needs config.json, tokenizer.json and heldout.txt")
     return d
 
-def char_vocab(model_dir) -> list:
-    "The model's characters in id order, read from tokenizer.json; every token must be one character and every id used once."
+_JS_DIFFERS = re.compile(r"\(\?P|\(\?#|\\[AZz]|\(\?[aiLmsux]+[):]")   # Python-only syntax, or flags JavaScript's RegExp reads differently
+
+def web_tokenizer(model_dir) -> dict:
+    "The tokenizer as the page reads it: the vocabulary in id order, the piece regex, the merges in rank order (None: one token per piece)."
     d = _model_dir(model_dir)
-    v = json.loads((d / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]   # character -> id
-    chars = sorted(v, key=v.get)
-    if [v[c] for c in chars] != list(range(len(chars))): raise ValueError(f"{d / 'tokenizer.json'}: the ids must be 0..{len(chars) - 1}, each once")
-    long = [c for c in chars if len(c) != 1]
-    if long: raise ValueError(f"{d / 'tokenizer.json'}: tokens {long[:5]!r} are not single characters (the browser model reads characters)")
-    return chars
+    tok = Tokenizer.from_file(d / "tokenizer.json")                          # refuses what it cannot read: a normalizer, another model
+    if _JS_DIFFERS.search(tok.pattern.pattern):
+        raise ValueError(f"{d / 'tokenizer.json'}: the piece pattern {tok.pattern.pattern!r} uses syntax JavaScript's RegExp does not read as Python's re does")
+    return {"vocab": [tok.itos[i] for i in range(len(tok))], "pattern": tok.pattern.pattern,
+            "merges": [list(m) for m in sorted(tok.ranks, key=tok.ranks.get)] if tok.bpe else None}
 
 # %% ../nbs/appendix_browser.ipynb #1cea9b6b
 def restored_model(model: DecoderOnlyLM, tensors: dict, # browser name -> weight, as browser_tensors returns
@@ -162,8 +162,8 @@ def export(model_dir, # a checkpoint directory (from_pretrained) with tokenizer.
     model = from_pretrained(d, dtype=torch.float32)
     c = model.config
     if unsupported(c): raise ValueError(f"{d}: the browser model cannot run this model: " + "; ".join(unsupported(c)))
-    chars = char_vocab(d)
-    if len(chars) != c.vocab_size: raise ValueError(f"{d / 'tokenizer.json'} has {len(chars)} characters; config.json's vocab_size is {c.vocab_size}")
+    tk = web_tokenizer(d)
+    if len(tk["vocab"]) != c.vocab_size: raise ValueError(f"{d / 'tokenizer.json'} has {len(tk['vocab'])} tokens; config.json's vocab_size is {c.vocab_size}")
     blob, entries, restored = bytearray(), [], {}
     for name, w in browser_tensors(model).items():
         q, s = quantise(w, fmt)
@@ -175,7 +175,7 @@ def export(model_dir, # a checkpoint directory (from_pretrained) with tokenizer.
             e["scale_offset"] = len(blob); blob += s.numpy().tobytes()
         blob += bytes(-len(blob) % 4)                                           # the next tensor too
         entries.append(e)
-    ids = torch.tensor(Vocab(chars, specials=False).encode((d / "heldout.txt").read_text(encoding="utf-8")))
+    ids = torch.tensor(Tokenizer.from_file(d / "tokenizer.json").encode((d / "heldout.txt").read_text(encoding="utf-8")))
     scores = head_scores(model, ids)
     err = format_error(model, restored, ids[:c.max_len][None])
     manifest = {"model": d.name, "format": fmt, "weights_bytes": len(blob), "parameters": count_parameters(model),
@@ -183,10 +183,10 @@ def export(model_dir, # a checkpoint directory (from_pretrained) with tokenizer.
                            "n_kv_heads": c.kv_heads, "head_dim": c.head_dim, "d_ff": c.d_ff, "max_len": c.max_len,
                            "rope_base": c.rope_base, "eps": c.layer_norm_eps, "tie_embeddings": c.tie_embeddings,
                            "norm": c.norm, "positional": c.positional, "activation": c.activation},
-                "vocab": chars, "tensors": entries,
+                "vocab": tk["vocab"], "tokenizer": {"pattern": tk["pattern"], "merges": tk["merges"]}, "tensors": entries,
                 "heads": {"previous_token": [_tolist(r) for r in scores["previous_token"]], "induction": [_tolist(r) for r in scores["induction"]],
                           "even_previous_token": scores["even_previous_token"], "even_induction": scores["even_induction"],
-                          "labels": head_labels(scores), "passage": scores["passage"], "windows": scores["windows"]},
+                          "labels": head_labels(scores), "passage": scores["passage"], "passages": scores["passages"], "windows": scores["windows"]},
                 "logit_error": err}
     out.mkdir(parents=True, exist_ok=True)
     (out / "weights.bin").write_bytes(bytes(blob))
@@ -266,10 +266,10 @@ _WIDGET_JS = r"""(function () {
   function $(c) { return root.querySelector(".tlw-" + c); }
   // -- where the files are: the anchors' resolved href (a site: relative to the page; JupyterLab rewrites them to /files/)
   function url(c) { return $(c).href; }
-  var status = $("status"), M = null, index = {}, worker = null, ids = [], nPrompt = 0, attn = [], logits = null;
+  var status = $("status"), M = null, tok = null, worker = null, ids = [], nPrompt = 0, attn = [], logits = null;
   var running = false, waiting = false, query = -1, tStart = 0, nSteps = 0, full = !!$("layer");   // compact: no head controls
   function say(s) { status.textContent = s; }
-  function show(c) { return c === " " ? "\u2423" : c === "\n" ? "\u21b5" : c === "\t" ? "\u21e5" : c; }
+  function show(t) { return t.replace(/ /g, "\u2423").replace(/\n/g, "\u21b5").replace(/\t/g, "\u21e5"); }   // spaces made visible
   $("load").addEventListener("click", function () {
     $("load").disabled = true; root.dataset.state = "loading"; say("Loading the model\u2026");
     var s = document.createElement("script");                     // the same file: sampling helpers on the page ...
@@ -278,7 +278,9 @@ _WIDGET_JS = r"""(function () {
       try { worker = new Worker(url("js")); } catch (e) { say("Could not start the model: " + e.message); return; }   // ... and the model in a worker
       worker.onmessage = onMessage;
       worker.onerror = function (e) { say("The model stopped: " + (e.message || "an error")); };
-      worker.postMessage({ load: [url("manifest"), url("weights")] });
+      TLModel.fetchFiles(url("manifest"), url("weights")).then(function (f) {   // fetched by the page, run by the worker
+        worker.postMessage({ model: f }, [f.weights]);
+      }, function (err) { say("Could not load the model: " + err.message); });
     };
     s.onerror = function () { say("Could not load " + url("js")); };
     document.head.appendChild(s);
@@ -287,7 +289,7 @@ _WIDGET_JS = r"""(function () {
     var m = e.data;
     if (m.error) { say("Error: " + m.error); waiting = running = false; syncButtons(); return; }
     if (m.ready) {
-      M = m.manifest; M.vocab.forEach(function (c, i) { index[c] = i; });
+      M = m.manifest; tok = new TLModel.Tokenizer(M.vocab, M.tokenizer);   // the same tokenizer as the worker's
       if (full) {
         var ls = $("layer");
         for (var l = 0; l < M.config.n_layers; l++) ls.add(new Option("layer " + l, l));
@@ -300,15 +302,20 @@ _WIDGET_JS = r"""(function () {
     m.attention.forEach(function (rows) { attn.push(rows); });
     logits = m.logits; if (m.n === 1) nSteps += 1;
     root.dataset.length = ids.length;
-    if (m.n === 1) say(nSteps + " steps, " + (1000 * nSteps / Math.max(Date.now() - tStart, 1)).toFixed(0) + " characters per second");
-    else say("Prompt read: " + m.n + " characters in " + m.ms + " ms.");
+    if (m.n === 1) say(nSteps + " steps, " + (1000 * nSteps / Math.max(Date.now() - tStart, 1)).toFixed(0) + " tokens per second");
+    else say("Prompt read: " + m.n + " tokens in " + m.ms + " ms.");
     if (query >= ids.length - 2 || query < 0) query = ids.length - 1;   // follow the end unless the reader moved it
     syncButtons(); render();
     if (running) setTimeout(next, 0);
   }
-  function bestHead() {   // -- the head with the highest previous-token score shows first
-    var p = M.heads.previous_token, b = [0, 0];
-    for (var l = 0; l < p.length; l++) for (var h = 0; h < p[l].length; h++) if (p[l][h] > p[b[0]][b[1]]) b = [l, h];
+  function bestHead() {   // -- the labelled induction head with the highest score shows first, else the clearest previous-token head
+    var s = M.heads, b = null, l, h;
+    for (l = 0; l < s.induction.length; l++) for (h = 0; h < s.induction[l].length; h++)
+      if (s.labels[l][h].indexOf("induction head") >= 0 && (!b || s.induction[l][h] > s.induction[b[0]][b[1]])) b = [l, h];
+    if (b) return b;
+    b = [0, 0];
+    for (l = 0; l < s.previous_token.length; l++) for (h = 0; h < s.previous_token[l].length; h++)
+      if (s.previous_token[l][h] > s.previous_token[b[0]][b[1]]) b = [l, h];
     return b;
   }
   function fillHeads() {
@@ -321,9 +328,8 @@ _WIDGET_JS = r"""(function () {
     if (keep !== "") hs.value = keep;
   }
   function reset() {
-    var text = $("prompt").value, chars = Array.from(text), unknown = [];
-    ids = [];
-    chars.forEach(function (c) { if (c in index) ids.push(index[c]); else if (unknown.indexOf(c) < 0) unknown.push(c); });
+    var r = tok.encode($("prompt").value), unknown = r.unknown;          // 14: pieces, then merges by rank
+    ids = r.ids;
     if (ids.length > M.config.max_len - 1) ids = ids.slice(ids.length - M.config.max_len + 1);
     if (!ids.length) { say("Type at least one character the model knows."); return; }
     nPrompt = ids.length; attn = []; logits = null; query = -1; nSteps = 0; running = false;
@@ -333,7 +339,7 @@ _WIDGET_JS = r"""(function () {
   function dist() { return TLModel.distribution(logits, +$("temp").value, +$("topp").value); }
   function next() {
     if (!logits || waiting) return;
-    if (ids.length >= M.config.max_len) { running = false; syncButtons(); say("The context is full (" + M.config.max_len + " characters): restart from a prompt."); return; }
+    if (ids.length >= M.config.max_len) { running = false; syncButtons(); say("The context is full (" + M.config.max_len + " tokens): restart from a prompt."); return; }
     var id = TLModel.sample(dist(), Math.random());
     ids.push(id); waiting = true; syncButtons();
     worker.postMessage({ step: id });
@@ -346,7 +352,7 @@ _WIDGET_JS = r"""(function () {
     $("tempv").textContent = (+$("temp").value).toFixed(2) + (+$("temp").value === 0 ? " (greedy)" : "");
     $("toppv").textContent = (+$("topp").value).toFixed(2);
     if (!M || !logits) return;
-    // -- the next-character distribution: the ten most likely after temperature and top-p
+    // -- the next-token distribution: the ten most likely after temperature and top-p
     var d = dist().slice(0, 10), bars = $("bars");
     bars.innerHTML = "";
     d.forEach(function (o) {
@@ -357,25 +363,25 @@ _WIDGET_JS = r"""(function () {
       li.setAttribute("aria-label", JSON.stringify(c) + ": " + (100 * o.p).toFixed(1) + " percent");
       bars.appendChild(li);
     });
-    // -- the text so far, shaded by where the chosen head looks from the chosen character
+    // -- the text so far, token by token, shaded by where the chosen head looks from the chosen token
     var b = bestHead(), l = full ? +$("layer").value : b[0], h = full ? +$("head").value : b[1];
     var q = Math.min(Math.max(query, 0), attn.length - 1), row = attn[q][l][h];
     var txt = $("text"); txt.innerHTML = "";
     for (var j = 0; j < ids.length; j++) {
       var sp = document.createElement("span"), w = j <= q ? row[j] : 0;
-      sp.textContent = M.vocab[ids[j]] === "\n" ? "\u21b5\n" : M.vocab[ids[j]];
+      sp.textContent = M.vocab[ids[j]].replace(/\n/g, "\u21b5\n");
       sp.style.background = "rgba(214, 39, 40, " + Math.min(1, w * 1.5).toFixed(3) + ")";
       if (j === q) sp.className = "tlw-q";
       if (j >= nPrompt) sp.classList.add("tlw-gen");
-      sp.title = "weight " + w.toFixed(3);
+      sp.title = "token " + j + " " + JSON.stringify(M.vocab[ids[j]]) + ": weight " + w.toFixed(3);
       sp.dataset.pos = j;
       txt.appendChild(sp);
     }
     if (!full) return;
     var qs = $("query"); qs.max = attn.length - 1; qs.value = q;
     var top = 0; for (j = 1; j <= q; j++) if (row[j] > row[top]) top = j;
-    $("qv").textContent = "character " + q + " \u201c" + show(M.vocab[ids[q]]) + "\u201d; most weight (" + row[top].toFixed(2) +
-      ") on character " + top + " \u201c" + show(M.vocab[ids[top]]) + "\u201d";
+    $("qv").textContent = "token " + q + " \u201c" + show(M.vocab[ids[q]]) + "\u201d; most weight (" + row[top].toFixed(2) +
+      ") on token " + top + " \u201c" + show(M.vocab[ids[top]]) + "\u201d";
     var s = M.heads;
     $("headinfo").textContent = "layer " + l + ", head " + h + ": previous-token score " + s.previous_token[l][h].toFixed(2) +
       " (an even head: " + s.even_previous_token.toFixed(3) + "), induction score " + s.induction[l][h].toFixed(3) +
@@ -405,17 +411,21 @@ _WIDGET_CSS = """<style>
 .tl-web button { font: inherit; padding: .25rem .7rem; min-height: 2.2rem; }
 .tl-web input[type=range] { width: 9rem; max-width: 100%; vertical-align: middle; }
 .tl-web .tlw-text { font: 13px/1.6 monospace; white-space: pre-wrap; word-break: break-all; border: 1px solid #ddd; padding: .3rem; max-height: 14rem; overflow-y: auto; }
-.tl-web .tlw-text span { cursor: pointer; }
+.tl-web .tlw-text span { cursor: pointer; border-right: 1px solid #e2e2e2; }   /* token boundaries */
 .tl-web .tlw-gen { text-decoration: underline dotted #888; }
 .tl-web .tlw-q { outline: 2px solid #1f77b4; }
 .tl-web ol.tlw-bars { list-style: none; padding: 0; margin: .3rem 0; }
 .tl-web ol.tlw-bars li { display: flex; align-items: center; gap: .4rem; font: 13px monospace; }
-.tl-web .tlw-ch { width: 1.6rem; text-align: center; }
+.tl-web .tlw-ch { width: 7rem; overflow: hidden; text-overflow: ellipsis; white-space: pre; }
 .tl-web .tlw-bar { flex: 1; background: #eee; height: .9rem; }
 .tl-web .tlw-bar span { display: block; height: 100%; background: #1f77b4; }
 .tl-web .tlw-p { width: 3.6rem; text-align: right; }
 .tl-web .tlw-small { color: #555; font-size: 12px; }
 </style>"""
+
+# a held-out sentence (2018), then its start again: the induction head finds the earlier occurrence and the model copies on
+DEFAULT_PROMPT = ("Crumbling infrastructure will be replaced with new roads, bridges, tunnels, airports, and railways gleaming "
+                  "across our very, very beautiful land. Crumbling infrastructure will be replaced")
 
 def _web_files(model_dir) -> tuple:
     d = Path(model_dir) if isinstance(model_dir, (str, Path)) else None
@@ -425,8 +435,8 @@ def _web_files(model_dir) -> tuple:
     if missing: raise FileNotFoundError(f"{web} lacks {', '.join(missing)}: run `python -m transformer_lit.browser export {d.as_posix()}`")
     return web, json.loads((web / "manifest.json").read_text(encoding="utf-8"))
 
-def widget_html(model_dir="models/pydoc-char-llama", # the checkpoint directory, relative to the page (and the notebook's directory)
-                prompt: str="A *mapping* object maps", # the text the reader starts from
+def widget_html(model_dir="models/sotu-llama", # the checkpoint directory, relative to the page (and the notebook's directory)
+                prompt: str=DEFAULT_PROMPT, # the text the reader starts from
                 compact: bool=False, # the small version: prompt, distribution and generation, no attention panel
                ) -> str:
     "The widget's self-contained HTML: nothing heavy until the reader presses its button, then tl_model.js and the weights from <model_dir>/web/."
@@ -442,17 +452,17 @@ def widget_html(model_dir="models/pydoc-char-llama", # the checkpoint directory,
     <span class="tlw-small tlw-qv" aria-live="polite"></span></div>"""
     return f"""<div class="tl-web" id="{uid}">{_WIDGET_CSS}
 <a class="tlw-js" href="{e(base)}tl_model.js" hidden>tl_model.js</a><a class="tlw-manifest" href="{e(base)}manifest.json" hidden>manifest.json</a><a class="tlw-weights" href="{e(base)}weights.bin" hidden>weights.bin</a>
-<p><b>{e(man['model'])}</b>, the course's own model ({man['parameters'] / 1e6:.1f} M parameters, {c['n_layers']} layers, context {c['max_len']} characters), run by
+<p><b>{e(man['model'])}</b>, the course's own model ({man['parameters'] / 1e6:.1f} M parameters, {c['n_layers']} layers, context {c['max_len']} tokens), run by
 tl_model.js in your browser. <button type="button" class="tlw-load">Load the model ({mb:.1f} MB)</button></p>
 <div class="tlw-main" hidden>
   <label for="{uid}-p">Prompt</label><textarea id="{uid}-p" class="tlw-prompt" rows="2">{e(prompt)}</textarea>
   <div class="tlw-row"><button type="button" class="tlw-reset">Restart from the prompt</button>
-    <button type="button" class="tlw-step">Next character</button> <button type="button" class="tlw-run" aria-pressed="false">Run</button></div>
+    <button type="button" class="tlw-step">Next token</button> <button type="button" class="tlw-run" aria-pressed="false">Run</button></div>
   <div class="tlw-row"><span><label for="{uid}-t">Temperature</label> <input id="{uid}-t" class="tlw-temp" type="range" min="0" max="2" step="0.05" value="0.8"> <output class="tlw-tempv"></output></span>
     <span><label for="{uid}-tp">Top-p</label> <input id="{uid}-tp" class="tlw-topp" type="range" min="0.05" max="1" step="0.05" value="0.95"> <output class="tlw-toppv"></output></span></div>
-  <div class="tlw-small">The next character: the ten most likely after temperature and top-p</div>
-  <ol class="tlw-bars" aria-label="next-character probabilities"></ol>
-  <div class="tlw-small">The text so far (generated characters dotted), shaded by the attention of {'its clearest previous-token head from the last character' if compact else 'the chosen head from the outlined character (tap a character to look from it)'}</div>
+  <div class="tlw-small">The next token: the ten most likely after temperature and top-p (␣ is a space)</div>
+  <ol class="tlw-bars" aria-label="next-token probabilities"></ol>
+  <div class="tlw-small">The text so far, token by token (generated tokens dotted), shaded by the attention of {'its induction head from the last token' if compact else 'the chosen head from the outlined token (tap a token to look from it)'}</div>
   <div class="tlw-text" aria-label="the text so far"></div>{attn}
 </div>
 <p class="tlw-small tlw-status" role="status" aria-live="polite"></p>
@@ -464,7 +474,7 @@ class Widget:
     def _repr_html_(self) -> str: return self.html
     def __repr__(self) -> str: return f"Widget({len(self.html):,} bytes of HTML)"
 
-def widget(model_dir="models/pydoc-char-llama", prompt: str="A *mapping* object maps", compact: bool=False) -> Widget:
+def widget(model_dir="models/sotu-llama", prompt: str=DEFAULT_PROMPT, compact: bool=False) -> Widget:
     "The widget for a notebook cell: light until the reader presses its button (see `widget_html`)."
     return Widget(widget_html(model_dir, prompt, compact))
 

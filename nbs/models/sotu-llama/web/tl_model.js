@@ -10,7 +10,9 @@
  *   pre-norm residual block  03 "Pre-norm and post-norm: where the norm sits"
  *   tied unembedding ....... 09 "Weight tying: what it saves"
  *   sampling filters ....... 10 "Choosing the next token: the sampling filters"
- * The weights come from `python -m transformer_lit.browser export <model dir>` (a manifest.json and a weights.bin),
+ *   the tokenizer .......... 14 "Reading its tokenizer"                (regex pieces, then byte-pair merges by rank)
+ * The weights come from `python -m transformer_lit.browser export <model dir>` (a manifest.json and a weights.bin;
+ * the manifest also carries the vocabulary in id order, the tokenizer's piece regex and its merges in rank order),
  * stored as float16 or as int8 with one float32 scale per row, and are turned into float32 once, at load.
  * All arithmetic is float32 storage (Float32Array) with float64 accumulators (JavaScript numbers).
  *
@@ -98,15 +100,86 @@
     return gate;
   }
 
+  // -- 14 "Reading its tokenizer": text -> ids as the checkpoint's tokenizer.json says. The text is cut into pieces by
+  //    a regex (its matches and the text between them: a token never crosses a piece's edge); inside a piece, start
+  //    from its characters and merge the adjacent pair learned earliest, again and again, until no learned pair is
+  //    left (Sennrich et al. 2016). Without merges (a word-level vocabulary, e.g. one character per token) each piece
+  //    is one token. Tokens are keys of Maps, never of plain objects: a token may be spelled "constructor".
+  //    spec = {pattern: "...", merges: [[left, right], ...] in rank order, or null}
+  function Tokenizer(vocab, spec) {
+    var ids = this.ids = new Map(), chars = this.chars = new Set(), ranks = null;
+    this.vocab = vocab;
+    vocab.forEach(function (t, i) { ids.set(t, i); if (Array.from(t).length === 1) chars.add(t); });
+    this.pattern = new RegExp(spec.pattern, "gu");                   // "g": all matches; "u": code points, as Python
+    if (spec.merges) {                                               // rank of (left, right): ranks.get(left).get(right)
+      ranks = new Map();
+      spec.merges.forEach(function (m, r) {
+        if (!ids.has(m[0] + m[1])) throw new Error("merge " + JSON.stringify(m) + ": its join is not a token");
+        if (!ranks.has(m[0])) ranks.set(m[0], new Map());
+        if (!ranks.get(m[0]).has(m[1])) ranks.get(m[0]).set(m[1], r);
+      });
+    }
+    this.ranks = ranks; this.cache = new Map();
+  }
+  // -- the regex's matches and the text between them, in order (the patterns shipped never match an empty string)
+  Tokenizer.prototype.pieces = function (text) {
+    var re = this.pattern, out = [], end = 0, m;
+    re.lastIndex = 0;
+    while ((m = re.exec(text)) !== null) {
+      if (m.index > end) out.push(text.slice(end, m.index));
+      if (m[0].length) out.push(m[0]); else re.lastIndex += text.codePointAt(re.lastIndex) > 0xffff ? 2 : 1;
+      end = m.index + m[0].length;
+    }
+    if (end < text.length) out.push(text.slice(end));
+    return out;
+  };
+  // -- one piece into tokens: merge the adjacent pair of lowest rank (the leftmost on a tie) until none is learned
+  Tokenizer.prototype.merge = function (piece) {
+    var parts = Array.from(piece), ranks = this.ranks;
+    while (parts.length > 1) {
+      var best = Infinity, at = -1;
+      for (var i = 0; i + 1 < parts.length; i++) {
+        var row = ranks.get(parts[i]), r = row === undefined ? undefined : row.get(parts[i + 1]);
+        if (r !== undefined && r < best) { best = r; at = i; }
+      }
+      if (at < 0) break;
+      parts.splice(at, 2, parts[at] + parts[at + 1]);
+    }
+    return parts;
+  };
+  // -- text -> {ids, unknown}: characters the vocabulary lacks are left out and reported, never guessed
+  Tokenizer.prototype.encode = function (text) {
+    var known = "", unknown = [], ids = [], chars = Array.from(text), i, j;
+    for (i = 0; i < chars.length; i++) {
+      if (this.chars.has(chars[i])) known += chars[i];
+      else if (unknown.indexOf(chars[i]) < 0) unknown.push(chars[i]);
+    }
+    var pieces = this.pieces(known);
+    for (i = 0; i < pieces.length; i++) {
+      var got = this.cache.get(pieces[i]);
+      if (got === undefined) {
+        var toks = this.ranks ? this.merge(pieces[i]) : [pieces[i]];
+        got = [];
+        for (j = 0; j < toks.length; j++) {
+          var id = this.ids.get(toks[j]);
+          if (id === undefined) { if (unknown.indexOf(toks[j]) < 0) unknown.push(toks[j]); } else got.push(id);
+        }
+        this.cache.set(pieces[i], got);
+      }
+      for (j = 0; j < got.length; j++) ids.push(got[j]);
+    }
+    return { ids: ids, unknown: unknown };
+  };
+  Tokenizer.prototype.decode = function (ids) { var v = this.vocab; return ids.map(function (i) { return v[i]; }).join(""); };
+
   function Model(manifest, buffer) {
     var c = this.config = manifest.config;
     if (c.norm !== "rms" || c.positional !== "rope" || c.activation !== "swiglu")
       throw new Error("tl_model.js runs RMSNorm + RoPE + SwiGLU models only, got " + [c.norm, c.positional, c.activation]);
     this.manifest = manifest;
     this.vocab = manifest.vocab;
-    this.index = {};
-    for (var i = 0; i < this.vocab.length; i++) this.index[this.vocab[i]] = i;
-    var W = this.w = {};
+    this.tokenizer = new Tokenizer(manifest.vocab, manifest.tokenizer);
+    var W = this.w = {}, i;
     manifest.tensors.forEach(function (t) { W[t.name] = dequantise(t, buffer); });
     this.E = c.d_model; this.H = c.n_heads; this.G = c.n_kv_heads; this.D = c.head_dim; this.F = c.d_ff;
     this.L = c.n_layers; this.V = c.vocab_size; this.T = c.max_len;
@@ -200,16 +273,9 @@
     return keepAttention ? { logits: logits, attention: attention } : logits;
   };
 
-  // -- characters <-> ids (the model's tokens are characters); unknown characters are reported, not guessed
-  Model.prototype.encode = function (text) {
-    var ids = [], unknown = [], chars = Array.from(text);
-    for (var i = 0; i < chars.length; i++) {
-      var id = this.index[chars[i]];
-      if (id === undefined) { if (unknown.indexOf(chars[i]) < 0) unknown.push(chars[i]); } else ids.push(id);
-    }
-    return { ids: ids, unknown: unknown };
-  };
-  Model.prototype.decode = function (ids) { var v = this.vocab; return ids.map(function (i) { return v[i]; }).join(""); };
+  // -- text <-> ids with the model's own tokenizer (see Tokenizer above)
+  Model.prototype.encode = function (text) { return this.tokenizer.encode(text); };
+  Model.prototype.decode = function (ids) { return this.tokenizer.decode(ids); };
 
   // -- greedy continuation: the argmax of each step's logits, fed back through the cache
   Model.prototype.greedy = function (ids, n) {
@@ -245,8 +311,10 @@
     return dist[dist.length - 1].id;
   }
 
-  // -- loading: the manifest (JSON) and the weights (one binary file) from two URLs
-  function load(manifestUrl, weightsUrl) {
+  // -- loading: the manifest (JSON) and the weights (one binary file) from two URLs. fetchFiles runs on the page:
+  //    a worker whose script JupyterLab serves from /files/ runs sandboxed (the server's Content-Security-Policy
+  //    "sandbox allow-scripts" gives it an opaque origin), so it cannot fetch; the page fetches and hands the bytes over.
+  function fetchFiles(manifestUrl, weightsUrl) {
     return fetch(manifestUrl).then(function (r) {
       if (!r.ok) throw new Error(manifestUrl + ": HTTP " + r.status); return r.json();
     }).then(function (manifest) {
@@ -255,27 +323,30 @@
       }).then(function (buf) {
         if (buf.byteLength !== manifest.weights_bytes)
           throw new Error(weightsUrl + " has " + buf.byteLength + " bytes; the manifest says " + manifest.weights_bytes);
-        return new Model(manifest, buf);
+        return { manifest: manifest, weights: buf };
       });
     });
   }
+  function load(manifestUrl, weightsUrl) {
+    return fetchFiles(manifestUrl, weightsUrl).then(function (f) { return new Model(f.manifest, f.weights); });
+  }
 
-  var api = { Model: Model, load: load, distribution: distribution, sample: sample, argmax: argmax,
+  var api = { Model: Model, Tokenizer: Tokenizer, load: load, fetchFiles: fetchFiles, distribution: distribution, sample: sample, argmax: argmax,
               dequantise: dequantise, rmsNorm: rmsNorm, rope: rope, matvec: matvec };
 
   // -- as a Web Worker: the page stays responsive while the model loads and runs. Messages in:
-  //    {load: [manifestUrl, weightsUrl]}, {reset: ids} (a new prompt: runs it through a fresh cache), {step: id}.
-  //    Out: {ready, config, heads} | {logits, attention: rows of the new tokens, length, ms} | {error}.
+  //    {model: {manifest, weights}} (what fetchFiles returns, the weights' ArrayBuffer transferred), {reset: ids} (a new
+  //    prompt: runs it through a fresh cache), {step: id}. Out: {ready, manifest} | {logits, attention: rows of the new
+  //    tokens, length, ms, n} | {error}.
   var isWorker = typeof WorkerGlobalScope !== "undefined" && global instanceof WorkerGlobalScope;
   if (isWorker) {
     var model = null, cache = null;
     global.onmessage = function (e) {
       var msg = e.data;
       try {
-        if (msg.load) {
-          load(msg.load[0], msg.load[1]).then(function (m) {
-            model = m; global.postMessage({ ready: true, manifest: m.manifest });
-          }, function (err) { global.postMessage({ error: String(err.message || err) }); });
+        if (msg.model) {
+          model = new Model(msg.model.manifest, msg.model.weights);
+          global.postMessage({ ready: true, manifest: model.manifest });
           return;
         }
         var ids = msg.reset || [msg.step], rows = [], out = null, t0 = Date.now();
