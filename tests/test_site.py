@@ -453,3 +453,33 @@ def test_social_cards_name_an_image_file(site):
             elif not (site / prop.rsplit("/", 1)[1]).exists():
                 bad[p.name] = f"{prop} (no such file in the site)"
     assert not bad, bad
+
+
+def test_browser_model_runs_on_the_rendered_site(site):
+    """The front page's and chapter 14's browser model on the rendered site: Quarto copied models/*/web/ beside the
+    pages (the `resources` of _quarto.yml), and pressing the button loads the model and shows the next-token bars."""
+    for page_name in ("index.html", "14_checkpoints.html"):
+        assert 'class="tl-web"' in (site / page_name).read_text(encoding="utf-8"), page_name
+    web = site / "models" / "sotu-llama" / "web"
+    assert all((web / f).is_file() for f in ("manifest.json", "weights.bin", "tl_model.js")), sorted(site.glob("models/*/*/*"))
+    from playwright.sync_api import sync_playwright
+    with Server(site, {}) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            for page_name in ("index.html", "14_checkpoints.html"):
+                page = browser.new_page(viewport={"width": PHONE, "height": 900})
+                errors = []
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.route("**/*", lambda r: r.continue_() if urllib.parse.urlsplit(r.request.url).hostname == "127.0.0.1" else r.abort())
+                page.goto(f"{base}/{page_name}", wait_until="load")
+                w = page.locator(".tl-web").first
+                w.locator(".tlw-load").click()
+                try:
+                    page.wait_for_function("el => el.dataset.state === 'ready' && el.querySelectorAll('.tlw-bars li').length > 0",
+                                           arg=w.element_handle(), timeout=60_000)
+                except Exception:
+                    raise AssertionError(f"{page_name}: the model did not load: {w.locator('.tlw-status').inner_text()!r} {errors}")
+                assert errors == [], (page_name, errors)
+                page.close()
+        finally:
+            browser.close()
