@@ -1,4 +1,4 @@
-"Decoding: the sampling filters against Hugging Face's logits processors, stop tokens, left-padded batches against one-by-one generation, beam search, and every bad input."
+"Decoding: the sampling filters and the repetition penalty and n-gram blocking against Hugging Face's logits processors, stop tokens, left-padded batches against one-by-one generation, beam search, and every bad input."
 import dataclasses, math, re
 import pytest, torch
 import torch.nn.functional as F
@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 from transformer_lit.model import POSITIONALS, DecoderOnlyLM, Transformer, TransformerConfig
 from transformer_lit.checks import check_logits
 from transformer_lit.decoding import (beam_search, filter_logits, gnmt_penalty, min_p_filter, sample_next, temperature_filter,
-                                      top_k_filter, top_p_filter)
+                                      top_k_filter, top_p_filter, repetition_penalty_filter, no_repeat_ngram_filter)
 from transformer_lit.model import assert_greedy_agrees
 from transformer_lit.decoding import lm_generate, seq2seq_generate, lm_beam_search, seq2seq_beam_search, new_cache
 from transformer_lit.fast_decoding import fast_generate, new_static_cache
@@ -163,6 +163,101 @@ def test_stop_tokens_pad_and_end_early():
     (dict(attention_mask=torch.full((1, 3), 2)), "attention_mask must hold only 0 and 1")])
 def test_bad_generation_arguments(kw, msg):
     with pytest.raises(ValueError, match=re.escape(msg)): fast_generate(lm_of("rope"), torch.ones(1, 3, dtype=torch.long), 4, **kw)
+
+# --- against repetition: the penalty and n-gram blocking ---------------------------------------------------------------
+@settings(max_examples=200, deadline=None)
+@given(B=st.integers(1, 4), V=st.integers(2, 12), T=st.integers(1, 24), theta=st.floats(0.05, 5.0), n=st.integers(1, 7),
+       seed=st.integers(0, 2**16), dtype=st.sampled_from([torch.float32, F64]))
+def test_repetition_filters_equal_hugging_face(B, V, T, theta, n, seed, dtype):
+    "The same scores as transformers' processors, bit for bit: zeros, both signs, repeated ids, T below and above n."
+    g = torch.Generator().manual_seed(seed)
+    z = (torch.randn(B, V, generator=g) * 3).round(decimals=1).to(dtype)    # rounding to 0.1: zeros and ties occur
+    ids = torch.randint(0, V, (B, T), generator=g)                          # a few tokens in many positions: repeats
+    assert torch.equal(repetition_penalty_filter(z, ids, theta), hf.RepetitionPenaltyLogitsProcessor(theta)(ids, z.clone()))
+    assert torch.equal(no_repeat_ngram_filter(z, ids, n), hf.NoRepeatNGramLogitsProcessor(n)(ids, z.clone()))
+
+def test_repetition_filters_meaning():
+    z = torch.tensor([[2.0, -1.0, 0.0, -3.0, 1.0]])
+    assert repetition_penalty_filter(z, torch.tensor([[0, 1, 1, 2]]), 2.0).tolist() == [[1.0, -2.0, 0.0, -3.0, 1.0]]
+    banned = lambda ids, n: torch.isinf(no_repeat_ngram_filter(z, torch.tensor([ids]), n))[0].nonzero().flatten().tolist()
+    assert banned([3, 1, 4, 3, 1], 3) == [4]                                # "3 1 4" occurred: 4 may not follow "3 1"
+    assert banned([3, 1, 4, 3, 1], 2) == [4]                                # "1 4" occurred: 4 may not follow "1"
+    assert banned([3, 1, 4, 3, 1], 1) == [1, 3, 4]                          # n = 1: every token used
+    assert banned([3, 1], 3) == []                                          # no complete 3-gram yet
+    keep = torch.tensor([[False, False, True, True, True]])                 # padding: in no n-gram, counts as no token
+    assert torch.isinf(no_repeat_ngram_filter(z, torch.tensor([[0, 2, 0, 2, 0]]), 2, keep))[0].tolist() == [False, False, True, False, False]
+    assert repetition_penalty_filter(z, torch.tensor([[0, 2, 3, 3, 3]]), 2.0, keep)[0, 0].item() == 2.0   # token 0 only in the padding
+
+def _hf_greedy(m, idx, n_new, procs, log_probs=False):
+    "Greedy decoding written as transformers runs it: the processors on the last logits (on log-softmax in its beam search)."
+    seq = idx
+    for _ in range(n_new):
+        z = m(seq)[:, -1]
+        z = procs(seq, F.log_softmax(z, -1) if log_probs else z)
+        seq = torch.cat([seq, z.argmax(-1, keepdim=True)], 1)
+    return seq
+
+def _procs(repetition_penalty=None, no_repeat_ngram_size=None):
+    "transformers' processors in the order its generate builds them: the penalty, then n-gram blocking."
+    return hf.LogitsProcessorList(([] if repetition_penalty is None else [hf.RepetitionPenaltyLogitsProcessor(repetition_penalty)]) +
+                                  ([] if no_repeat_ngram_size is None else [hf.NoRepeatNGramLogitsProcessor(no_repeat_ngram_size)]))
+
+AGAINST = [dict(repetition_penalty=1.3), dict(repetition_penalty=0.7), dict(no_repeat_ngram_size=1), dict(no_repeat_ngram_size=2),
+           dict(repetition_penalty=1.5, no_repeat_ngram_size=3)]
+
+@pytest.mark.parametrize("kw", AGAINST)
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_generate_against_repeats_equals_hugging_face_processors(kw, use_cache):
+    "lm_generate applies the processors to every token of the row, the prompt's included, before choosing."
+    m = lm_of("rope")
+    idx = torch.tensor([[5, 7, 5, 7, 9], [1, 2, 3, 1, 2]])
+    # float64: the cached and the uncached logits agree within 1e-12, far below any top-2 gap of these few steps
+    assert torch.equal(lm_generate(m, idx, 12, greedy=True, use_cache=use_cache, **kw), _hf_greedy(m, idx, 12, _procs(**kw)))
+    if kw.get("no_repeat_ngram_size") == 1:                                 # every token at most once in the whole row
+        assert all(len(set(r)) == len(r) for r in lm_generate(m, idx, 12, greedy=True, **kw)[:, 4:].tolist())
+
+@pytest.mark.parametrize("kw", AGAINST)
+def test_beam_1_against_repeats_is_greedy_on_log_probabilities(kw):
+    "lm_beam_search applies the processors to the log-probabilities, as transformers' beam search does; K = 1 is then greedy on them."
+    m = lm_of("rope")
+    idx = torch.tensor([[5, 7, 5, 7, 9], [1, 2, 3, 1, 2]])
+    assert torch.equal(lm_beam_search(m, idx, 12, beam_size=1, length_penalty=0.0, **kw)[0], _hf_greedy(m, idx, 12, _procs(**kw), log_probs=True))
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_beam_with_no_repeat_ngrams_repeats_none(n):
+    m = lm_of("rope", seed=1)
+    idx = torch.tensor([[5, 7, 5, 9], [1, 2, 3, 4]])                       # row 0 repeats a token in the prompt
+    out = lm_beam_search(m, idx, 14, beam_size=4, no_repeat_ngram_size=n)[0].tolist()
+    for row in out:
+        for i in range(idx.shape[1], len(row)):                            # no new token completes an n-gram seen before
+            assert tuple(row[i - n + 1:i + 1]) not in {tuple(row[j:j + n]) for j in range(i - n + 1)}
+
+@pytest.mark.parametrize("kw", [dict(no_repeat_ngram_size=1), dict(repetition_penalty=1.5, no_repeat_ngram_size=2)])
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_against_repeats_left_padded_equals_alone(kw, use_cache):
+    "The padding is no token: a left-padded batch gives each prompt's tokens alone, also when the pad id is a likely token."
+    m = lm_of("rope")
+    pad = int(lm_generate(m, torch.tensor([PROMPTS[1]]), 1, greedy=True, **kw)[0, -1])   # the token prompt [2] picks first
+    idx, keep = left_pad(PROMPTS, pad=pad)
+    out = lm_generate(m, idx, 10, greedy=True, attention_mask=keep, use_cache=use_cache, **kw)
+    beams = lm_beam_search(m, idx, 6, beam_size=3, attention_mask=keep, **kw)[0]
+    for b, p in enumerate(PROMPTS):
+        # float64 logits of the padded and the lone row within 1e-10 (test_left_padded_logits_equal_alone): equal tokens
+        assert torch.equal(out[b, idx.shape[1]:], lm_generate(m, torch.tensor([p]), 10, greedy=True, **kw)[0, len(p):])
+        assert torch.equal(beams[b, idx.shape[1]:], lm_beam_search(m, torch.tensor([p]), 6, beam_size=3, **kw)[0][0, len(p):])
+
+@pytest.mark.parametrize("call, exc, msg", [
+    (lambda m, x: lm_generate(m, x, 3, repetition_penalty=0.0), ValueError, "repetition_penalty=0.0 must be None or a finite number > 0"),
+    (lambda m, x: lm_generate(m, x, 3, repetition_penalty=float("inf")), ValueError, "repetition_penalty=inf must be"),
+    (lambda m, x: lm_generate(m, x, 3, no_repeat_ngram_size=0), ValueError, "no_repeat_ngram_size=0"),
+    (lambda m, x: lm_beam_search(m, x, 3, no_repeat_ngram_size=1.5), TypeError, "no_repeat_ngram_size=1.5"),
+    (lambda m, x: lm_beam_search(m, x, 3, repetition_penalty=-1), ValueError, "repetition_penalty=-1 must be"),
+    (lambda m, x: repetition_penalty_filter(torch.zeros(2, 50), x, 1.2), ValueError, "ids.shape[0]=1 must equal logits.shape[0]=2"),
+    (lambda m, x: no_repeat_ngram_filter(torch.zeros(1, 50), x, 2, torch.ones(1, 4, dtype=torch.bool)), ValueError, "attention_mask must be"),
+    (lambda m, x: no_repeat_ngram_filter(torch.zeros(1, 5), x, 2), ValueError, "ids holds ids from"),
+    (lambda m, x: repetition_penalty_filter(torch.full((1, 50), math.nan), x, 1.2), ValueError, "logits row 0 contains NaN")])
+def test_bad_repetition_arguments(call, exc, msg):
+    with pytest.raises(exc, match=re.escape(msg)): call(lm_of("rope"), torch.tensor([[1, 2, 9]]))
 
 # --- beam search ------------------------------------------------------------------------------------------------------
 def s2s_of(seed=0, kind="sinusoidal"):
