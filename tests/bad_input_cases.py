@@ -1059,6 +1059,22 @@ for fname, p, bad, word in (("temperature_filter", "temperature", 0, "temperatur
     R(f"decoding.{fname}.logits.str", f"decoding.{fname}:logits", TypeError, ["logits", "str"], lambda f=f, ok=ok: f("z", ok))
     R(f"decoding.{fname}.logits.nan", f"decoding.{fname}:logits", ValueError, ["logits row 0", "NaN"], lambda f=f, ok=ok: f(torch.full((1, 5), NAN), ok))
 R("decoding.top_k_filter.k.above_vocab", "decoding.top_k_filter:k", ValueError, ["k=6", "vocab_size=5"], lambda: decoding.top_k_filter(T(1, 5), 6))
+# -- chapter 10's repetition penalty and n-gram blocking: the two filters, and the arguments that switch them on
+for fname, p, bad, word in (("repetition_penalty_filter", "penalty", 0.0, "penalty=0.0"), ("no_repeat_ngram_filter", "n", 0, "n=0")):
+    f, ok, P_ = getattr(decoding, fname), {"penalty": 1.2, "n": 2}[p], f"decoding.{fname}:"
+    R(f"decoding.{fname}.{p}.{bad}", P_ + p, ValueError, [word], lambda f=f, bad=bad: f(T(1, 5), ids(high=5), bad))
+    R(f"decoding.{fname}.logits.nan", P_ + "logits", ValueError, ["logits row 0", "NaN"], lambda f=f, ok=ok: f(torch.full((1, 5), NAN), ids(high=5), ok))
+    R(f"decoding.{fname}.ids.batch", P_ + "ids", ValueError, ["ids.shape[0]=2", "logits.shape[0]=1"], lambda f=f, ok=ok: f(T(1, 5), ids(B=2, high=5), ok))
+    R(f"decoding.{fname}.ids.too_large", P_ + "ids", ValueError, ["ids", "vocab_size=5"], lambda f=f, ok=ok: f(T(1, 5), torch.tensor([[5]]), ok))
+    R(f"decoding.{fname}.attention_mask.shape", P_ + "attention_mask", ValueError, ["attention_mask", "(1, 3)", "(1, 2)"],
+      lambda f=f, ok=ok: f(T(1, 5), ids(high=5), ok, torch.ones(1, 2, dtype=torch.bool)))
+for G_, run in (("decoding.lm_generate:", lambda **kw: lm_generate(lm(), ids(), 2, **kw)),
+                ("decoding.lm_beam_search:", lambda **kw: lm_beam_search(lm(), ids(), 2, **kw))):
+    R(f"{G_[:-1]}.repetition_penalty.zero", G_ + "repetition_penalty", ValueError, ["repetition_penalty=0"], lambda run=run: run(repetition_penalty=0))
+    R(f"{G_[:-1]}.repetition_penalty.nan", G_ + "repetition_penalty", ValueError, ["repetition_penalty=nan"], lambda run=run: run(repetition_penalty=NAN))
+    R(f"{G_[:-1]}.no_repeat_ngram_size.zero", G_ + "no_repeat_ngram_size", ValueError, ["no_repeat_ngram_size=0"], lambda run=run: run(no_repeat_ngram_size=0))
+    R(f"{G_[:-1]}.no_repeat_ngram_size.float", G_ + "no_repeat_ngram_size", TypeError, ["no_repeat_ngram_size=2.0"], lambda run=run: run(no_repeat_ngram_size=2.0))
+
 FL = "decoding.filter_logits:"
 R("decoding.filter_logits.logits.nan", FL + "logits", ValueError, ["logits row 0", "NaN"], lambda: decoding.filter_logits(torch.full((1, 4), NAN)))
 for p, bad, word in (("temperature", -1, "temperature=-1"), ("top_k", 0, "top_k=0"), ("top_p", 2, "top_p=2"), ("min_p", -1, "min_p=-1")):
