@@ -223,14 +223,95 @@ def test_with_rope_scaling_copies_the_weights_and_changes_only_the_positions():
     assert not torch.equal(pi.lm_head.weight, m.lm_head.weight)
 
 
-def test_the_fine_tune_files_record_what_the_chapter_states():
-    "nbs/models/long-context/*.json, written by nbs/models/finetune_long.py: settings, full curves, one training loss per step."
-    runs = sorted((ROOT / "nbs" / "models" / "long-context").glob("*.json"))
-    assert runs, "no fine-tune results: run nbs/models/finetune_long.py"
-    for p in runs:
+RUNS_DIR = ROOT / "nbs" / "models" / "long-context" / "sotu-llama"
+
+
+def finetune_script():
+    "nbs/models/finetune_long.py as a module (its settings; importing it runs nothing)."
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("finetune_long", ROOT / "nbs" / "models" / "finetune_long.py")
+    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+    return m
+
+
+def test_written_twice_copies_the_passage_and_copy_losses_reads_each_copy():
+    "The fine-tuning script's passage written twice (chapter 06 shows the same two functions and checks the script's numbers)."
+    fl = finetune_script()
+    ids = torch.arange(100)
+    x = fl.written_twice(ids, 24, at=12, length=5, first=2)                   # 4 windows of 25 tokens
+    assert x.shape == (4, 25) and torch.equal(x[:, 12:17], x[:, 2:7]) and torch.equal(x[:, 2:7], torch.arange(4)[:, None] * 24 + torch.arange(2, 7))
+    assert torch.equal(x[:, :12], ids[:96].view(4, 24)[:, :12])               # the rest is the window's own text
+    assert torch.equal(fl.written_twice(ids, 24, 12, 5, 2, windows=[3, 1]), x[[3, 1]])
+    for at in (5, 21):                                                         # the copies would overlap; the second would not fit
+        with pytest.raises(ValueError, match=f"the copies at 2 and {at} \\(length 5\\) must not overlap and fit in T \\+ 1 = 25"):
+            fl.written_twice(ids, 24, at=at, length=5, first=2)
+    with pytest.raises(ValueError, match=re.escape("windows=[4] must be window indices in 0 .. 3")):
+        fl.written_twice(ids, 24, 12, 5, 2, windows=[4])
+    m = tiny_rope_lm(vocab_size=100, max_len=24).double()
+    got = fl.copy_losses(m, x, at=12, length=5, first=2, batch_size=3)
+    from torch.nn import functional as F
+    with torch.no_grad(): nll = F.cross_entropy(m(x[:, :-1]).transpose(1, 2), x[:, 1:], reduction="none")   # (4, 24)
+    torch.testing.assert_close(got, torch.stack([nll[:, 2:6].mean(1), nll[:, 12:16].mean(1)], 1).double(), rtol=1e-12, atol=1e-12)
+
+
+def test_the_no_finetune_file_records_the_scripts_command_and_settings():
+    "nbs/models/long-context/sotu-llama/no-finetune.json: written by the script's --no-finetune with its dicts and constants."
+    fl = finetune_script()
+    r = json.loads((RUNS_DIR / "no-finetune.json").read_text())
+    assert r["command"] == "python nbs/models/finetune_long.py --no-finetune"
+    assert (r["trained_length"], r["eval_length"]) == (fl.L, fl.T) == (256, 1024)
+    assert (r["passage_length"], r["passage_first"], r["passage_at"]) == (fl.PASSAGE, fl.FIRST, list(fl.ATS))
+    assert {k: v["rope_scaling"] for k, v in r["runs"].items()} == fl.VARIANTS
+    for v in r["runs"].values():
+        n = len(v["window_bins"])
+        assert n == 53 and all(len(row) == fl.T // fl.BIN for row in v["window_bins"]) and len(v["curve"]) == fl.T
+        assert v["passage_windows"] == fl.spread(n, fl.REP_WINDOWS)
+        assert all(len(v["passage"][str(at)]) == fl.REP_WINDOWS for at in fl.ATS)
+        torch.testing.assert_close(torch.tensor(v["window_bins"]).mean(0), torch.tensor(v["curve"]).view(-1, fl.BIN).mean(1), rtol=0, atol=1e-5)
+
+
+def test_the_fine_tune_files_record_the_scripts_command_and_settings():
+    "One file per run and seed: the command that reproduces it, the script's dicts, lengths, schedule and data mix."
+    fl = finetune_script()
+    files = sorted(RUNS_DIR.glob("*-seed*.json"))
+    assert files, "no fine-tune results: run nbs/models/finetune_long.py"
+    seen = {}
+    for p in files:
         r = json.loads(p.read_text())
-        assert r["run"] == p.stem and r["seed"] == 0 and r["eval_length"] == 1024
-        assert len(r["before"]) == len(r["after"]) == 1024 and len(r["train_loss"]) == r["steps"]
-        assert r["batch_size"] * r["trained_length"] == 4096                   # the same characters a step in every run
-        assert r["trained_length"] == (128 if r["run"] == "more128" else 1024)
-        assert f"--runs {r['run']} --steps {r['steps']} --seed 0" in r["command"]
+        assert p.name == f"{r['run']}-seed{r['seed']}.json" and r["run"] in fl.RUNS
+        assert r["command"] == f"python nbs/models/finetune_long.py --runs {r['run']} --steps {r['steps']} --seeds {r['seed']}"
+        assert r["rope_scaling"] == fl.VARIANTS.get(r["run"])                  # more256: plain RoPE
+        assert r["block"] == (fl.L if r["run"] == "more256" else fl.T_TUNE) and r["block"] * r["batch_size"] == fl.TOKENS_PER_STEP
+        assert (r["warmup"], r["lr_factor"], r["mix"]) == (fl.WARMUP, fl.LR_FACTOR, fl.MIX)
+        assert (r["eval_length"], r["passage_at"]) == (fl.T, list(fl.ATS)) and len(r["train_loss"]) == len(r["lr"]) == r["steps"]
+        assert r["windows"] == fl.spread(53, fl.TUNED_WINDOWS) and r["passage_windows"] == fl.spread(53, fl.REP_WINDOWS)[::2]
+        assert len(r["window_bins"]) == fl.TUNED_WINDOWS and all(len(v) == fl.TUNED_REP for v in r["passage"].values())
+        seen.setdefault(r["run"], set()).add((r["seed"], r["steps"]))
+    steps = {s for v in seen.values() for _, s in v}
+    assert len(steps) == 1                                                     # every run the same number of steps
+    assert seen == {k: {(s, next(iter(steps))) for s in (0, 1, 2)} for k in fl.RUNS}   # 3 seeds of every run
+
+
+def test_the_no_finetune_file_is_what_the_shipped_model_computes():
+    "The first window of plain RoPE and of YaRN at 1,024 tokens, recomputed from the shipped weights (a second each)."
+    from transformer_lit.checkpoints import from_pretrained
+    from transformer_lit.long_context import with_rope_scaling, loss_by_position
+    fl = finetune_script()
+    r, ids = json.loads((RUNS_DIR / "no-finetune.json").read_text()), fl.heldout_ids()
+    lm = from_pretrained(fl.MODEL)
+    for k in ("rope", "yarn"):
+        live = loss_by_position(with_rope_scaling(lm, fl.VARIANTS[k], fl.T), ids[:fl.T + 1], fl.T)
+        # float32 logits differ between CPUs by ~1e-6 of their size; a mean over 32 positions moves far less than 1e-3
+        torch.testing.assert_close(live.view(-1, fl.BIN).mean(1), torch.tensor(r["runs"][k]["window_bins"][0], dtype=f64), rtol=0, atol=1e-3)
+
+
+def test_the_fine_tune_data_never_copies_across_more_than_192_tokens():
+    "Chapter 06 says so of RepeatData (the training script's mix, used by the fine-tune at 512 tokens): stretches of at most 128 tokens, gaps of at most 64."
+    from transformer_lit.train import Vocab
+    fl = finetune_script(); m = fl.recipe()
+    ids = torch.arange(60_000) % 2048 + 0                                       # no token repeats within 2,048 positions
+    data = m.RepeatData(ids, fl.T_TUNE, Vocab([str(i) for i in range(2048)], specials=False), frac=1.0)   # every window holds a copy
+    x = data.batch(torch.arange(0, 50_000, 97))["idx"]                           # (516, 512)
+    same = (x[:, :, None] == x[:, None, :]).triu(1)                             # (B, T, T): j > i holds the token at i
+    dist = same.nonzero()[:, 2] - same.nonzero()[:, 1]
+    assert same.any(-1).any(-1).all() and dist.max() <= 192 and dist.max() >= 150   # the bound holds and is nearly reached
