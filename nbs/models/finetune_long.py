@@ -26,7 +26,7 @@ each run to a few minutes. Run from the repository root; it is resumable (a run 
     python nbs/models/finetune_long.py --runs yarn more256 --seeds 1     # some of them
 
 The shipped files came from these commands, the three seeds side by side, one thread each, on a shared 2-core CPU:
-`--no-finetune` took 8 minutes and each fine-tune 2 to 5 minutes of training (`wall_seconds` in each file).
+`--no-finetune` took 8 minutes and each fine-tune 1.5 to 4 minutes of training (`wall_seconds` in each file).
 
 Each file records its command, the settings, the training loss of every step and the measurements; chapter 06 reads
 them and recomputes a few of the numbers before fine-tuning live.
