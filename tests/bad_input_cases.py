@@ -925,8 +925,10 @@ def _decoding_rows(prefix, P, run, has_attention_mask):
         ("top_k", 2.0, TV, ["top_k=2.0"]),
         ("top_p", 0, ValueError, ["top_p=0"]), ("top_p", 1.5, ValueError, ["top_p=1.5"]), ("top_p", NAN, ValueError, ["top_p=nan"]),
         ("min_p", 1.5, ValueError, ["min_p=1.5"]), ("min_p", -0.1, ValueError, ["min_p=-0.1"]),
-        ("eos_id", 11, ValueError, ["eos_id=11", "vocab_size=11"]), ("eos_id", -1, ValueError, ["eos_id=-1"]),
-        ("stop_ids", 5, ValueError, ["stop_ids=5"]), ("stop_ids", [11], ValueError, ["stop_ids=11"]),
+        ("eos_ids", 11, ValueError, ["eos_ids=11", "vocab_size=11"]), ("eos_ids", -1, ValueError, ["eos_ids=-1"]),
+        ("eos_ids", "3", TypeError, ["eos_ids='3'", "list of token ids"]), ("eos_ids", [2, 11], ValueError, ["eos_ids=11"]),
+        ("eos_ids", [True], ValueError, ["eos_ids=True"]),
+        ("streamer", 3, TypeError, ["streamer=3", "callable"]), ("return_scores", 1, TypeError, ["return_scores=1"]),
         ("pad_id", -1, ValueError, ["pad_id=-1"]), ("generator", "g", TypeError, ["generator", "str"]),
     ):
         R(f"{prefix}.{p}.{bad!r}", P + p, exc, words, lambda p=p, bad=bad: run(**{p: bad}))
@@ -948,7 +950,8 @@ def _beam_rows(prefix, P, run, has_attention_mask):
         ("max_new_tokens", -1, ValueError, ["max_new_tokens=-1"]), ("max_new_tokens", 40, ValueError, ["max_new_tokens=40", "max_len=16"]),
         ("beam_size", 0, ValueError, ["beam_size=0"]), ("beam_size", True, TV, ["beam_size=True"]),
         ("length_penalty", NAN, ValueError, ["length_penalty=nan"]), ("length_penalty", "0.6", TV, ["length_penalty='0.6'"]),
-        ("eos_id", 11, ValueError, ["eos_id=11"]), ("pad_id", 11, ValueError, ["pad_id=11"]),
+        ("eos_ids", 11, ValueError, ["eos_ids=11"]), ("eos_ids", [2, 11], ValueError, ["eos_ids=11"]),
+        ("eos_ids", torch.tensor([2]), TypeError, ["eos_ids=tensor([2])", "list of token ids"]), ("pad_id", 11, ValueError, ["pad_id=11"]),
         ("early_stopping", "yes", TypeError, ["early_stopping='yes'"]),
     ):
         R(f"{prefix}.{p}.{bad!r}", P + p, exc, words, lambda p=p, bad=bad: run(**{p: bad}))
@@ -1117,7 +1120,9 @@ R("decoding.beam_search.prefix.float", BS + "prefix", TypeError, ["prefix.dtype=
 R("decoding.beam_search.max_new_tokens.negative", BS + "max_new_tokens", ValueError, ["max_new_tokens=-1"], lambda: decoding.beam_search(_step, ids(high=5), -1))
 R("decoding.beam_search.beam_size.zero", BS + "beam_size", ValueError, ["beam_size=0"], lambda: decoding.beam_search(_step, ids(high=5), 2, 0))
 R("decoding.beam_search.length_penalty.nan", BS + "length_penalty", ValueError, ["length_penalty=nan"], lambda: decoding.beam_search(_step, ids(high=5), 2, 2, NAN))
-R("decoding.beam_search.eos_id.too_large", BS + "eos_id", ValueError, ["eos_id=5"], lambda: decoding.beam_search(_step, ids(high=5), 2, 2, eos_id=5))
+R("decoding.beam_search.eos_ids.too_large", BS + "eos_ids", ValueError, ["eos_ids=5", "vocab_size=5"], lambda: decoding.beam_search(_step, ids(high=5), 2, 2, eos_ids=5))
+R("decoding.beam_search.eos_ids.negative", BS + "eos_ids", ValueError, ["eos_ids=-1"], lambda: decoding.beam_search(_step, ids(high=5), 2, 2, eos_ids=[1, -1]))
+R("decoding.beam_search.eos_ids.str", BS + "eos_ids", TypeError, ["eos_ids='1'"], lambda: decoding.beam_search(_step, ids(high=5), 2, 2, eos_ids="1"))
 R("decoding.beam_search.pad_id.negative", BS + "pad_id", ValueError, ["pad_id=-1"], lambda: decoding.beam_search(_step, ids(high=5), 2, 2, pad_id=-1))
 R("decoding.beam_search.early_stopping.str", BS + "early_stopping", TypeError, ["early_stopping='no'"],
   lambda: decoding.beam_search(_step, ids(high=5), 2, 2, early_stopping="no"))
@@ -2112,6 +2117,10 @@ R("fast_decoding.new_static_cache.model.str", "fast_decoding.new_static_cache:mo
   lambda: new_static_cache("m", 4, 1))
 R("fast_decoding.new_static_cache.device.int", "fast_decoding.new_static_cache:device", TypeError, ["device"],
   lambda: new_static_cache(lm(), 4, 1, device=3.5))
+GD = "decoding.generation_defaults:"
+R("decoding.generation_defaults.path.int", GD + "path", TypeError, [NAMED("path"), "int"], lambda: decoding.generation_defaults(3))
+R("decoding.generation_defaults.path.empty", GD + "path", FileNotFoundError, ["neither generation_config.json nor config.json", "nothing-here"],
+  lambda: decoding.generation_defaults(tmp("nothing-here")))
 # -- chapter 11's fast_generate: its own checks, then chapter 10's lm_generate checks the rest (the same rows, through it)
 FG = "fast_decoding.fast_generate:"
 R("fast_decoding.fast_generate.model.str", FG + "model", TypeError, [NAMED("model"), "DecoderOnlyLM", "str"], lambda: fast_generate("m", ids(), 2))
@@ -2121,7 +2130,9 @@ for p_, v_, exc_, words_ in (("greedy", 1, TypeError, ["greedy=1"]), ("temperatu
                              ("top_k", 12, ValueError, ["top_k=12"]), ("top_p", 1.5, ValueError, ["top_p=1.5"]),
                              ("min_p", -0.5, ValueError, ["min_p=-0.5"]), ("generator", "g", TypeError, ["generator", "str"]),
                              ("attention_mask", torch.ones(1, 2, dtype=torch.bool), ValueError, ["attention_mask"]),
-                             ("eos_id", 11, ValueError, ["eos_id=11"]), ("stop_ids", [11], ValueError, ["11"]), ("pad_id", 11, ValueError, ["pad_id=11"])):
+                             ("eos_ids", [2, 11], ValueError, ["eos_ids=11"]), ("pad_id", 11, ValueError, ["pad_id=11"]),
+                             ("repetition_penalty", 0.0, ValueError, ["repetition_penalty=0"]), ("no_repeat_ngram_size", 0, ValueError, ["no_repeat_ngram_size=0"]),
+                             ("streamer", "s", TypeError, ["streamer='s'", "callable"]), ("return_scores", "yes", TypeError, ["return_scores='yes'"])):
     R(f"fast_decoding.fast_generate.{p_}.bad", FG + p_, exc_, words_, lambda p_=p_, v_=v_: fast_generate(lm(), ids(), 2, **{p_: v_}))
 for fname, cls in (("lm_generate", "DecoderOnlyLM"), ("seq2seq_generate", "Transformer"), ("lm_beam_search", "DecoderOnlyLM"),
                    ("seq2seq_beam_search", "Transformer")):

@@ -8,7 +8,7 @@ from transformer_lit.checks import check_logits
 from transformer_lit.decoding import (beam_search, filter_logits, gnmt_penalty, min_p_filter, sample_next, temperature_filter,
                                       top_k_filter, top_p_filter, repetition_penalty_filter, no_repeat_ngram_filter)
 from transformer_lit.model import assert_greedy_agrees
-from transformer_lit.decoding import lm_generate, seq2seq_generate, lm_beam_search, seq2seq_beam_search, new_cache
+from transformer_lit.decoding import lm_generate, seq2seq_generate, lm_beam_search, seq2seq_beam_search, new_cache, generation_defaults
 from transformer_lit.fast_decoding import fast_generate, new_static_cache
 
 hf = pytest.importorskip("transformers.generation.logits_process")
@@ -144,19 +144,19 @@ def test_stop_tokens_pad_and_end_early():
     idx, keep = left_pad(PROMPTS)
     free = fast_generate(m, idx, 12, greedy=True, attention_mask=keep)[:, idx.shape[1]:]
     eos = int(free[0, 2])                                                 # the token row 0 emits third
-    out = fast_generate(m, idx, 12, greedy=True, attention_mask=keep, eos_id=eos, pad_id=1)[:, idx.shape[1]:]
+    out = fast_generate(m, idx, 12, greedy=True, attention_mask=keep, eos_ids=eos, pad_id=1)[:, idx.shape[1]:]
     for b in range(3):
         row, ref = out[b].tolist(), free[b].tolist()
         n = ref.index(eos) + 1 if eos in ref[:out.shape[1]] else out.shape[1]
         assert row[:n] == ref[:n] and all(t == 1 for t in row[n:])         # the stop is kept, then only pads
     stops = [int(free[b, 1]) for b in range(3)]
-    stopped_all = fast_generate(m, idx, 12, greedy=True, attention_mask=keep, stop_ids=stops)
+    stopped_all = fast_generate(m, idx, 12, greedy=True, attention_mask=keep, eos_ids=stops)
     first = [min(i for i, t in enumerate(free[b].tolist()) if t in stops) for b in range(3)]
     assert stopped_all.shape[1] == idx.shape[1] + max(first) + 1         # ends when the last row has stopped
 
 @pytest.mark.parametrize("kw, msg", [
-    (dict(eos_id=50), "eos_id=50 must be None or an int in [0, vocab_size=50)"), (dict(pad_id=-1), "pad_id=-1 must be None or an int"),
-    (dict(stop_ids=[3, 99]), "stop_ids=99 must be an int in [0, vocab_size=50)"), (dict(stop_ids=3), "stop_ids=3 must be None or a list"),
+    (dict(eos_ids=50), "eos_ids=50 must be an int in [0, vocab_size=50)"), (dict(pad_id=-1), "pad_id=-1 must be None or an int"),
+    (dict(eos_ids=[3, 99]), "eos_ids=99 must be an int in [0, vocab_size=50)"), (dict(eos_ids=[-1]), "eos_ids=-1 must be an int"),
     (dict(top_p=2.0), "top_p=2.0 must be"),
     (dict(attention_mask=torch.tensor([[True, False, True]])), "attention_mask must be left-padded"),
     (dict(attention_mask=torch.ones(1, 2, dtype=torch.bool)), "attention_mask must be a bool or 0/1 integer tensor of shape (1, 3)"),
@@ -277,8 +277,8 @@ def lm_seq_log_prob(m, prompt, gen, eos=None):
 def test_beam_size_1_is_greedy_lm(kind):
     m = lm_of(kind)
     idx = torch.randint(0, 50, (3, 4), generator=torch.Generator().manual_seed(1))
-    greedy = fast_generate(m, idx, 9, greedy=True, eos_id=7)
-    beam, logp, score = lm_beam_search(m, idx, 9, 1, eos_id=7)
+    greedy = fast_generate(m, idx, 9, greedy=True, eos_ids=7)
+    beam, logp, score = lm_beam_search(m, idx, 9, 1, eos_ids=7)
     # beam search of width 1 ranks log_softmax(logits), generate the logits, from the same cached forward: subtracting one
     # constant per row keeps the order (rounding is monotone), so the choices are the same computation's argmax
     assert torch.equal(beam, greedy)
@@ -288,7 +288,7 @@ def test_beam_size_1_is_greedy_seq2seq():
     t = s2s_of()
     src = torch.randint(3, 30, (4, 6), generator=torch.Generator().manual_seed(2))
     keep = torch.ones(4, 6, dtype=torch.bool); keep[1, 4:] = False
-    assert torch.equal(seq2seq_beam_search(t, src, 10, 1, 1, eos_id=2, src_keep=keep)[0], seq2seq_generate(t, src, 10, 1, greedy=True, eos_id=2, src_keep=keep))
+    assert torch.equal(seq2seq_beam_search(t, src, 10, 1, 1, eos_ids=2, src_keep=keep)[0], seq2seq_generate(t, src, 10, 1, greedy=True, eos_ids=2, src_keep=keep))
 
 def brute_force(logp_fn, V, L, eos, alpha):
     "Best (score, log-prob) over every sequence of up to L tokens that ends at eos or at length L."
@@ -314,7 +314,7 @@ def test_exhaustive_beam_is_exact_and_beats_greedy(seed, alpha, L):
         else: hist["s"] = [hist["s"][p] + [int(t)] for p, t in zip(parents.tolist(), tokens[:, 0].tolist())]
         return torch.tensor([lp_of(s) for s in hist["s"]], dtype=F64)
     K = V ** max(L - 1, 0)
-    out, logp, score = beam_search(step, torch.zeros(1, 0, dtype=torch.long), L, K, alpha, eos_id=eos, early_stopping=False)
+    out, logp, score = beam_search(step, torch.zeros(1, 0, dtype=torch.long), L, K, alpha, eos_ids=eos, early_stopping=False)
     best_score, best_raw = brute_force(lp_of, V, L, eos, alpha)
     assert math.isclose(score.item(), best_score, abs_tol=1e-9) and math.isclose(logp.item(), best_raw, abs_tol=1e-9)
     g, raw = [], 0.0                                                          # greedy under the same model
@@ -342,13 +342,13 @@ def test_beam_on_tiny_random_models(seed, K):
     "Beam search returns the best of the hypotheses it scored; with beam 1 its log-probability is the teacher-forced one."
     m = lm_of("rope", seed)
     idx = torch.randint(0, 50, (2, 3), generator=torch.Generator().manual_seed(seed))
-    out, logp, score = lm_beam_search(m, idx, 5, K, length_penalty=0.0, eos_id=3)
+    out, logp, score = lm_beam_search(m, idx, 5, K, length_penalty=0.0, eos_ids=3)
     for b in range(2): assert math.isclose(logp[b].item(), lm_seq_log_prob(m, idx[b].tolist(), out[b, 3:], 3), abs_tol=1e-9)
     torch.testing.assert_close(score, logp)                                 # α = 0: the score is the log-probability
 
 @pytest.mark.parametrize("kw, msg", [
     (dict(beam_size=0), "beam_size=0 must be an int >= 1"), (dict(beam_size=True), "beam_size=True must be an int >= 1"),
-    (dict(length_penalty=float("nan")), "length_penalty=nan must be a finite number"), (dict(eos_id=99), "eos_id=99 must be None or an int")])
+    (dict(length_penalty=float("nan")), "length_penalty=nan must be a finite number"), (dict(eos_ids=99), "eos_ids=99 must be an int")])
 def test_bad_beam_arguments(kw, msg):
     with pytest.raises(ValueError, match=re.escape(msg)): lm_beam_search(lm_of("rope"), torch.ones(1, 3, dtype=torch.long), 4, **kw)
     with pytest.raises(ValueError, match=re.escape(msg)): seq2seq_beam_search(s2s_of(), torch.ones(1, 3, dtype=torch.long), 4, 1, **kw)
@@ -365,7 +365,7 @@ def test_beam_beats_greedy_on_translation():
     finally: torch.set_num_threads(threads)
     model.eval()
     b = va.batch(torch.arange(len(va)))
-    L, kw = va.max_tgt + 1, dict(eos_id=EOS, src_keep=b["src_keep"])
+    L, kw = va.max_tgt + 1, dict(eos_ids=EOS, src_keep=b["src_keep"])
     greedy = seq2seq_generate(model, b["src"], L, BOS, greedy=True, **kw)
     g_out, g_logp, _ = seq2seq_beam_search(model, b["src"], L, BOS, 1, length_penalty=0.0, **kw)
     assert torch.equal(g_out[:, :greedy.shape[1]], greedy)
@@ -384,9 +384,9 @@ def test_beam_beats_greedy_on_translation():
 def test_left_padded_beam_search_equals_alone(kind):
     m = lm_of(kind)
     idx, keep = left_pad(PROMPTS)
-    out, logp, score = lm_beam_search(m, idx, 6, 3, eos_id=4, attention_mask=keep)
+    out, logp, score = lm_beam_search(m, idx, 6, 3, eos_ids=4, attention_mask=keep)
     for b, p in enumerate(PROMPTS):
-        o1, l1, s1 = lm_beam_search(m, torch.tensor([p]), 6, 3, eos_id=4)
+        o1, l1, s1 = lm_beam_search(m, torch.tensor([p]), 6, 3, eos_ids=4)
         n = o1.shape[1] - len(p)
         # padded batch against alone (float64, scores within 1e-9 below): a different computation; the beams agree unless two
         # hypotheses' log-probabilities tie within ~1e-10, which the seeded prompts keep far from (the scores are asserted equal)
@@ -396,7 +396,7 @@ def test_left_padded_beam_search_equals_alone(kind):
 def test_seq2seq_sampling_with_filters_cached_equals_uncached():
     t = s2s_of(kind="rope")
     src = torch.randint(3, 30, (3, 5), generator=torch.Generator().manual_seed(0))
-    runs = [seq2seq_generate(t, src, 8, 1, temperature=0.9, top_k=10, top_p=0.9, min_p=0.05, eos_id=2, generator=torch.Generator().manual_seed(1),
+    runs = [seq2seq_generate(t, src, 8, 1, temperature=0.9, top_k=10, top_p=0.9, min_p=0.05, eos_ids=2, generator=torch.Generator().manual_seed(1),
                        use_cache=c) for c in (True, False)]
     assert torch.equal(runs[0], runs[1])     # float64: a seeded draw within ~1e-10 of a boundary has chance ~1e-9
 
@@ -404,8 +404,8 @@ def test_early_stopping_false_never_worse():
     "Without early stopping the search runs until no live hypothesis can win, so its score is at least the early-stopped one's."
     t = s2s_of(3)
     src = torch.randint(3, 30, (6, 5), generator=torch.Generator().manual_seed(3))
-    a = seq2seq_beam_search(t, src, 12, 1, 3, length_penalty=1.0, eos_id=2)[2]
-    b = seq2seq_beam_search(t, src, 12, 1, 3, length_penalty=1.0, eos_id=2, early_stopping=False)[2]
+    a = seq2seq_beam_search(t, src, 12, 1, 3, length_penalty=1.0, eos_ids=2)[2]
+    b = seq2seq_beam_search(t, src, 12, 1, 3, length_penalty=1.0, eos_ids=2, early_stopping=False)[2]
     assert (b >= a - 1e-12).all()
     assert math.isclose(gnmt_penalty(4, 0.6), (9 / 6) ** 0.6) and gnmt_penalty(1, 0.0) == 1.0
 
@@ -435,7 +435,7 @@ _uniform = lambda tokens, parents: torch.log_softmax(torch.zeros(tokens.shape[0]
     (_uniform, torch.tensor([[1.0]]), {}, TypeError, "prefix.dtype=torch.float32 must be torch.int64 or torch.int32"),
     (_uniform, torch.tensor([1]), {}, ValueError, "prefix.dim()=1 must be 2: (B, T0)"),
     (_uniform, torch.tensor([[7]]), {}, ValueError, "prefix holds ids from 7 to 7; every id must be in [0, vocab_size=5)"),
-    (_uniform, torch.tensor([[1]]), dict(eos_id=5), ValueError, "eos_id=5 must be None or an int in [0, vocab_size=5)"),
+    (_uniform, torch.tensor([[1]]), dict(eos_ids=5), ValueError, "eos_ids=5 must be an int in [0, vocab_size=5)"),
     (_uniform, torch.tensor([[1]]), dict(pad_id=-1), ValueError, "pad_id=-1 must be an int >= 0"),
     (_uniform, torch.tensor([[1]]), dict(pad_id=5), ValueError, "pad_id=5 must be an int in [0, vocab_size=5)"),
     (lambda t, p: _uniform(t[:1], p), torch.tensor([[1]]), {}, ValueError,
@@ -595,3 +595,98 @@ def test_dynamic_ntk_cached_logits_part_from_uncached_past_the_original_length_a
         torch.testing.assert_close(un, hf_un, rtol=0, atol=tol)              # uncached: the same numbers
         torch.testing.assert_close(ca, hf_ca, rtol=0, atol=tol)              # cached: the same (different) numbers
         assert hf_gap[L0:].min() > 10 * tol                                  # and the gap stands far above that bound
+
+# --- against transformers' generate on tiny random LLaMA checkpoints: stops, scores, streaming, beam search -----------------
+def _tiny_llama(path, generation=None, seed=0):
+    "A random LlamaForCausalLM saved under `path` (with a generation_config.json when `generation` is a dict), and the course's copy."
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+    from transformer_lit.checkpoints import from_pretrained
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6, initializer_range=0.2,
+                      bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    LlamaForCausalLM(cfg).eval().save_pretrained(path)
+    if generation is not None: GenerationConfig(**generation).save_pretrained(path)   # replaces the file save_pretrained wrote
+    return LlamaForCausalLM.from_pretrained(path).eval(), from_pretrained(path).eval()
+
+def _hf(ref, prompt, **kw):
+    return ref.generate(prompt, attention_mask=torch.ones_like(prompt), output_scores=True, return_dict_in_generate=True, **kw)
+
+def _bound(scores):
+    "Float32 logits computed two ways (ours, transformers'): within 1e-5 of their largest size (the chapter 14 bound)."
+    return 1e-5 * scores[torch.isfinite(scores)].abs().max().item()
+
+PROMPT = torch.randint(0, 128, (3, 6), generator=torch.Generator().manual_seed(3))
+
+def test_generation_defaults_stop_where_transformers_stops(tmp_path):
+    "A generation_config.json with three stop ids (as LLaMA-3.x has): generation_defaults makes lm_generate stop, pad and score as transformers does."
+    ref, ours = _tiny_llama(tmp_path / "free")
+    with torch.no_grad():
+        free = _hf(ref, PROMPT, max_new_tokens=12, do_sample=False, pad_token_id=0)
+        hf_scores = torch.stack(free.scores, 1)                              # (3, 12, V): greedy, so the raw logits
+        top2 = hf_scores.topk(2, -1).values
+        assert (top2[..., 0] - top2[..., 1]).min() > 2 * _bound(hf_scores)    # no near tie: the tokens must be equal
+        new = free.sequences[:, 6:]
+        eos = [int(new[0, 2]), int(new[1, 5]), 127 if 127 not in new else 126]   # rows 0 and 1 stop at steps 3 and 6
+        ref, ours = _tiny_llama(tmp_path / "eos", dict(eos_token_id=eos, pad_token_id=1, max_new_tokens=12, repetition_penalty=1.2))
+        defaults = generation_defaults(tmp_path / "eos")
+        assert defaults == dict(greedy=True, eos_ids=eos, pad_id=1, max_new_tokens=12, repetition_penalty=1.2)
+        want = _hf(ref, PROMPT)                                               # transformers reads the same file
+        got, scores = lm_generate(ours, PROMPT, return_scores=True, **defaults)
+    assert got.shape[1] < 6 + 12 and (got[:, 6:] == 1).any()                # it stopped early, and pads follow a stop
+    assert torch.equal(got, want.sequences)                                  # the same tokens, stops and pads
+    hf_scores = torch.stack(want.scores, 1)
+    torch.testing.assert_close(scores, hf_scores, rtol=0, atol=_bound(hf_scores))   # the penalised logits, step by step
+
+def test_sampling_defaults_and_scores_equal_transformers(tmp_path):
+    "A LLaMA-3.x-like sampling config (do_sample, temperature 0.6, top_p 0.9, no top_k): transformers adds top_k=50, and so does generation_defaults; the first step's scores agree."
+    ref, ours = _tiny_llama(tmp_path, dict(do_sample=True, temperature=0.6, top_p=0.9, eos_token_id=[5, 6, 7], repetition_penalty=1.3))
+    defaults = generation_defaults(tmp_path)
+    assert defaults == dict(greedy=False, eos_ids=[5, 6, 7], temperature=0.6, top_k=50, top_p=0.9, min_p=None, repetition_penalty=1.3)
+    with torch.no_grad():
+        theirs = torch.stack(_hf(ref, PROMPT, max_new_tokens=1).scores, 1)   # step 1: the same prompt, no draw yet
+        got, scores = lm_generate(ours, PROMPT, 1, generator=torch.Generator().manual_seed(0), return_scores=True, **defaults)
+    assert torch.equal(torch.isfinite(scores), torch.isfinite(theirs))      # the same tokens kept by top-k, then top-p
+    assert int(torch.isfinite(scores).sum(-1).max()) <= 50
+    torch.testing.assert_close(scores[torch.isfinite(scores)], theirs[torch.isfinite(theirs)], rtol=0, atol=_bound(theirs))
+    assert torch.isfinite(scores.gather(-1, got[:, 6:, None])).all()       # each drawn token was a kept one
+
+def test_streamer_sees_what_transformers_streamer_sees(tmp_path):
+    "transformers hands its streamer the prompt, then each new token; lm_generate's streamer gets the new tokens, the same ones."
+    from transformers.generation.streamers import BaseStreamer
+    class Collect(BaseStreamer):
+        def __init__(self): self.puts, self.ended = [], False
+        def put(self, value): self.puts.append(value.clone())
+        def end(self): self.ended = True
+    ref, ours = _tiny_llama(tmp_path)
+    theirs, mine = Collect(), []
+    with torch.no_grad():
+        want = ref.generate(PROMPT[:1], attention_mask=torch.ones_like(PROMPT[:1]), max_new_tokens=8, do_sample=False, streamer=theirs)
+        got = lm_generate(ours, PROMPT[:1], 8, greedy=True, streamer=mine.append)
+    assert torch.equal(got, want) and theirs.ended
+    assert torch.equal(theirs.puts[0], PROMPT[:1]) and torch.equal(torch.cat(theirs.puts[1:]), torch.cat(mine))   # (1,) per step
+
+@pytest.mark.parametrize("early_stopping, hf_early", [(True, True), (False, "never")])
+def test_beam_search_equals_transformers(tmp_path, early_stopping, hf_early):
+    "α = 0 (raw log-probabilities, where GNMT's penalty and transformers' |Y|^α agree), two stop ids: the same trimmed tokens and scores."
+    ref, ours = _tiny_llama(tmp_path)
+    with torch.no_grad():
+        free = ref.generate(PROMPT, attention_mask=torch.ones_like(PROMPT), max_new_tokens=10, num_beams=3, do_sample=False, pad_token_id=1)
+        eos = [int(free[0, 8]), int(free[2, 10])]                             # tokens the beams reach early
+        kw = dict(max_new_tokens=10, num_beams=3, do_sample=False, length_penalty=0.0, early_stopping=hf_early, eos_token_id=eos, pad_token_id=1)
+        want = _hf(ref, PROMPT, **kw)
+        got, logp, score = lm_beam_search(ours, PROMPT, 10, 3, length_penalty=0.0, eos_ids=eos, pad_id=1, early_stopping=early_stopping)
+    assert got.shape[1] < 6 + 10                                             # trimmed: as long as the longest returned
+    assert torch.equal(got, want.sequences)
+    # transformers sums float32 log-probabilities: 10 terms of size <= ~10, each rounded to 2^-24 relative, plus the logits' bound
+    torch.testing.assert_close(score.float(), want.sequences_scores, rtol=0, atol=10 * (10 * 2**-24 + _bound(torch.stack(want.scores))))
+    assert torch.equal(logp, score)                                          # α = 0: the score is the log-probability
+
+def test_generation_defaults_fall_back_to_config_json(tmp_path):
+    "Without generation_config.json, transformers takes the generation settings from config.json; so does generation_defaults."
+    from transformers import GenerationConfig, LlamaConfig
+    LlamaConfig(vocab_size=128, eos_token_id=[3, 4], pad_token_id=0).save_pretrained(tmp_path)
+    (tmp_path / "generation_config.json").unlink(missing_ok=True)
+    want = GenerationConfig.from_model_config(LlamaConfig.from_pretrained(tmp_path))   # what generate uses for it
+    assert generation_defaults(tmp_path) == dict(greedy=not want.do_sample, eos_ids=want.eos_token_id, pad_id=want.pad_token_id)
+    assert generation_defaults(str(tmp_path))["eos_ids"] == [3, 4]

@@ -143,10 +143,12 @@ def test_generation_options_are_visible():
     assert {"greedy", "temperature", "top_k", "generator"} <= set(params(DecoderOnlyLM.generate))
     assert params(DecoderOnlyLM.generate)["greedy"].default is False
     for f in (lm_generate, fast_generate):
-        assert {"greedy", "top_k", "top_p", "min_p", "attention_mask", "eos_id", "stop_ids", "pad_id"} <= set(params(f))
+        assert {"greedy", "top_k", "top_p", "min_p", "attention_mask", "eos_ids", "pad_id", "streamer", "return_scores"} <= set(params(f))
+    shared = {k: v.default for k, v in params(lm_generate).items() if k not in ("use_cache", "cache", "step")}
+    assert shared == {k: v.default for k, v in params(fast_generate).items() if k not in ("static_cache", "compile_step")}   # one set of options
     assert {"cache", "step", "use_cache"} <= set(params(lm_generate)) and {"cache", "step"} <= set(params(seq2seq_generate))
     assert {"static_cache", "compile_step"} <= set(params(fast_generate))
-    assert {"beam_size", "length_penalty", "eos_id", "attention_mask"} <= set(params(lm_beam_search))
+    assert {"beam_size", "length_penalty", "eos_ids", "attention_mask"} <= set(params(lm_beam_search))
 
 
 def test_dropped_aliases_and_lazy_loads_are_gone():

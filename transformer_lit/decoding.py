@@ -4,19 +4,20 @@
 
 # %% ../nbs/10_decoding.ipynb #af923e88
 from __future__ import annotations
-import math
+import json, math
+from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from .checks import (_check_id, _check_number, _check_rows, _check_step, check_attention_mask, check_beam, check_bool, check_int, check_logits,
-                                    check_sampling, check_tokens, check_values, left_padding_mask, stop_setup)
+                                    check_sampling, check_tokens, check_values, left_padding_mask)
 from .multihead import CrossKVCache, KVCache
 from .model import DecoderOnlyLM, Transformer
 
 # %% auto #0
 __all__ = ['DecoderCache', 'new_cache', 'temperature_filter', 'top_k_filter', 'top_p_filter', 'min_p_filter', 'filter_logits',
-           'sample_next', 'repetition_penalty_filter', 'no_repeat_ngram_filter', 'lm_generate', 'seq2seq_generate',
-           'gnmt_penalty', 'beam_search', 'lm_beam_search', 'seq2seq_beam_search']
+           'sample_next', 'repetition_penalty_filter', 'no_repeat_ngram_filter', 'lm_generate', 'generation_defaults',
+           'seq2seq_generate', 'gnmt_penalty', 'beam_search', 'lm_beam_search', 'seq2seq_beam_search']
 
 # %% ../nbs/10_decoding.ipynb #6ef6782f
 class DecoderCache:
@@ -175,6 +176,17 @@ def _against_repeats(logits, ids, keep, penalty, n): # the generators' step: the
     return logits
 
 # %% ../nbs/10_decoding.ipynb #f2d0417e
+def _stops(vocab_size, eos_ids, pad_id=None, default_pad=None):
+    "Check `eos_ids` (None, a token id, or a list or tuple of them) and `pad_id`; return (the stop ids, the id written after a stop)."
+    if eos_ids is None or isinstance(eos_ids, int) and not isinstance(eos_ids, bool): stops = [] if eos_ids is None else [eos_ids]
+    elif isinstance(eos_ids, (list, tuple)): stops = list(eos_ids)
+    else: raise TypeError(f"eos_ids={eos_ids!r} must be None, a token id or a list of token ids")
+    for s in stops:
+        if vocab_size is None: check_int("eos_ids", s, minimum=0)              # beam_search: the vocabulary is not known yet
+        else: _check_id("eos_ids", s, vocab_size, allow_none=False)
+    if vocab_size is not None: _check_id("pad_id", pad_id, vocab_size)
+    return stops, pad_id if pad_id is not None else default_pad if default_pad is not None else stops[0] if stops else None
+
 @torch.no_grad()
 def lm_generate(model: DecoderOnlyLM, # the model that generates
                 idx: Tensor, # (B, T0) prompt ids; rows of different lengths are left-padded (see attention_mask)
@@ -186,41 +198,71 @@ def lm_generate(model: DecoderOnlyLM, # the model that generates
                  repetition_penalty: float|None=None, # θ of `repetition_penalty_filter`, over the prompt and the new tokens
                  no_repeat_ngram_size: int|None=None, # n of `no_repeat_ngram_filter`: no n-gram twice, the prompt's included
                  attention_mask: Tensor|None=None, # bool (B, T0): False on the left padding of shorter prompts
-                 eos_id: int|None=None, stop_ids=None, # a row stops after any of these tokens
-                 pad_id: int|None=None, # written after a row's stop; default config.pad_id, else the first stop id
+                 eos_ids: int|list[int]|None=None, # a row stops after any of these tokens (a LLaMA-3.x checkpoint lists three)
+                 pad_id: int|None=None, # written after a row's stop; default config.pad_id, else the first of eos_ids
+                 streamer=None, # called with each step's new tokens (B,) as soon as they are chosen (pad_id in rows that stopped)
+                 return_scores: bool=False, # also return the scores each token was chosen from: the logits after every rule
                  cache=None, # with use_cache: the empty cache to fill; default `new_cache(model)`; chapter 11's `StaticCache` of >= T0 + max_new_tokens slots
                  step=None, # what runs each forward pass, called like the model: step(ids, cache=cache) -> logits (B, T, V); default the model
-                ) -> Tensor: # (B, T0 + n), n <= max_new_tokens: it ends early when every row has stopped
+                ) -> Tensor|tuple: # (B, T0 + n), n <= max_new_tokens (it ends early when every row has stopped); with return_scores, (that, scores (B, n, V))
     "Extend `idx` token by token; with or without the KV cache (growing or static), and padded or alone, the tokens are the same (dynamic NTK excepted once a row passes its original length: its scale follows the batch's longest row, and cached keys keep an earlier one)."
     if not hasattr(model, "blocks"): raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")   # chapter 09's model
     check_tokens(idx, model.config.vocab_size); check_int("max_new_tokens", max_new_tokens, minimum=0); check_bool("greedy", greedy)
     if not greedy: check_sampling(temperature, top_k, top_p, min_p, model.config.vocab_size)
     _check_number("repetition_penalty", repetition_penalty, above=0, allow_none=True); check_int("no_repeat_ngram_size", no_repeat_ngram_size, allow_none=True)
-    stops, pad = stop_setup(model.config.vocab_size, eos_id, stop_ids, pad_id, model.config.pad_id)
+    stops, pad = _stops(model.config.vocab_size, eos_ids, pad_id, model.config.pad_id)
+    check_bool("return_scores", return_scores); _check_callable("streamer", streamer, "called with each step's tokens (B,)")
     keep = None if attention_mask is None else left_padding_mask(attention_mask, idx.shape)
     longest = idx.shape[1] if keep is None else int(keep.sum(-1).max())
     if longest + max_new_tokens > model.config.max_len:
         raise ValueError(f"{'idx.shape[1]' if keep is None else 'the longest prompt'}={longest} plus "
                          f"max_new_tokens={max_new_tokens} must be <= max_len={model.config.max_len}")
-    _empty_cache(cache, use_cache)
-    if step is not None and not callable(step): raise TypeError(f"step={step!r} must be callable (like the model) or None")
+    _empty_cache(cache, use_cache); _check_callable("step", step, "like the model")
     if use_cache and cache is None: cache = new_cache(model)
     static = cache is not None and cache.static                         # chapter 11's cache of fixed shape
     step = model if step is None else step
     stop_t = torch.tensor(stops, dtype=idx.dtype, device=idx.device)
     done = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)   # (B,): rows that have stopped
-    out, step_in = idx, idx                                              # step_in: what the next forward pass reads
+    out, step_in, scores = idx, idx, []                                  # step_in: what the next forward pass reads
     for t in range(max_new_tokens):
         kw = {} if keep is None or (static and t) else dict(attention_mask=keep)  # a StaticCache keeps the prompt's padding
         logits = _check_step(step(step_in if use_cache else out, cache=cache, **kw), idx.shape[0], model.config.vocab_size)[:, -1]   # (B, V)
         logits = _against_repeats(logits, out, keep, repetition_penalty, no_repeat_ngram_size)   # each only if asked for
-        nxt = sample_next(logits, greedy, temperature, top_k, generator, top_p, min_p)     # (B,)
+        if not greedy: logits = filter_logits(logits, temperature, top_k, top_p, min_p)   # (B, V): what the token is drawn from
+        nxt = sample_next(logits, greedy, generator=generator)                # (B,)
         if stops: nxt = nxt.masked_fill(done, pad)                       # a stopped row only pads
+        if return_scores: scores.append(logits)
+        if streamer is not None: streamer(nxt)
         out, step_in = torch.cat([out, nxt[:, None]], dim=1), nxt[:, None]   # (B, T+1), (B, 1)
         if keep is not None: keep = torch.cat([keep, keep.new_ones(keep.shape[0], 1)], dim=1)  # (B, T+1)
         if stops:
             done = done | torch.isin(nxt, stop_t)
             if done.all(): break
+    return (out, _stacked(scores, idx.shape[0], model.config.vocab_size)) if return_scores else out
+
+def _stacked(scores, B, V): # a list of n (B, V) -> (B, n, V), n = 0 too
+    return torch.stack(scores, 1) if scores else torch.empty(B, 0, V)
+
+def _check_callable(name, f, like):
+    if f is not None and not callable(f): raise TypeError(f"{name}={f!r} must be callable ({like}) or None")
+
+def generation_defaults(path: str|Path, # a Hugging Face checkpoint directory
+                       ) -> dict: # keyword arguments for `lm_generate` (and chapter 11's `fast_generate`)
+    "The settings transformers' `generate` takes from a checkpoint: its generation_config.json, else its config.json, and transformers' defaults for what the file leaves out."
+    if not isinstance(path, (str, Path)): raise TypeError(f"path must be a str or a Path (a checkpoint directory), got {type(path).__name__}")
+    path = Path(path)
+    files = [path / name for name in ("generation_config.json", "config.json") if (path / name).is_file()]
+    if not files: raise FileNotFoundError(f"path={str(path)!r} holds neither generation_config.json nor config.json")
+    cfg = json.loads(files[0].read_text(encoding="utf-8"))              # the first that exists, as transformers reads them
+    out = dict(greedy=not cfg.get("do_sample", False), eos_ids=cfg.get("eos_token_id"))
+    if not out["greedy"]:                                                # transformers' defaults: top_k=50, top_p=1.0 (none)
+        top_k, top_p = cfg.get("top_k", 50), cfg.get("top_p", 1.0)
+        out |= dict(temperature=float(cfg.get("temperature", 1.0)), top_k=top_k or None,
+                    top_p=None if top_p is None or top_p >= 1.0 else top_p, min_p=cfg.get("min_p"))
+    if cfg.get("repetition_penalty") not in (None, 1.0): out["repetition_penalty"] = cfg["repetition_penalty"]
+    if cfg.get("no_repeat_ngram_size"): out["no_repeat_ngram_size"] = cfg["no_repeat_ngram_size"]
+    for key, name in (("pad_token_id", "pad_id"), ("max_new_tokens", "max_new_tokens")):
+        if cfg.get(key) is not None: out[name] = cfg[key]
     return out
 
 # %% ../nbs/10_decoding.ipynb #4b63273e
@@ -233,38 +275,43 @@ def seq2seq_generate(model: Transformer, # the model that generates
                       generator: torch.Generator|None=None, use_cache: bool=True,
                       src_keep: Tensor|None=None, # bool (B, S), True on real source tokens
                       *, top_p: float|None=None, min_p: float|None=None, # see `sample_next`
-                      eos_id: int|None=None, stop_ids=None, # a row stops after any of these tokens
-                      pad_id: int|None=None, # written after a row's stop; default config.pad_id, else the first stop id
+                      eos_ids: int|list[int]|None=None, # a row stops after any of these tokens
+                      pad_id: int|None=None, # written after a row's stop; default config.pad_id, else the first of eos_ids
+                      streamer=None, # called with each step's new tokens (B,), as in `lm_generate`
+                      return_scores: bool=False, # also return the scores each token was chosen from, as in `lm_generate`
                       cache=None, # with use_cache: the empty cache to fill; default `new_cache(model)`; chapter 11's `StaticCache` of >= 1 + max_new_tokens slots
                       step=None, # what runs each decoding pass, called like `decode`; e.g. torch.compile(model.decode, fullgraph=True)
-                     ) -> Tensor: # (B, 1 + n), n <= max_new_tokens, starting with bos_id
+                     ) -> Tensor|tuple: # (B, 1 + n), n <= max_new_tokens, starting with bos_id; with return_scores, (that, scores (B, n, V))
     "Encode once, then decode token by token (with `use_cache`: cached model-attention and memory keys/values)."
     if not hasattr(model, "stack"): raise TypeError(f"model must be a Transformer, got {type(model).__name__}")   # chapter 09's model
     check_int("max_new_tokens", max_new_tokens, minimum=0); check_bool("greedy", greedy)
     if not greedy: check_sampling(temperature, top_k, top_p, min_p, model.config.vocab_size)
-    stops, pad = stop_setup(model.config.vocab_size, eos_id, stop_ids, pad_id, model.config.pad_id)
+    stops, pad = _stops(model.config.vocab_size, eos_ids, pad_id, model.config.pad_id)
+    check_bool("return_scores", return_scores); _check_callable("streamer", streamer, "called with each step's tokens (B,)")
     if isinstance(bos_id, bool) or not isinstance(bos_id, int) or not 0 <= bos_id < model.config.vocab_size:
         raise ValueError(f"bos_id={bos_id!r} must be an int in [0, vocab_size={model.config.vocab_size})")
     if 1 + max_new_tokens > model.config.max_len:
         raise ValueError(f"1 (BOS) plus max_new_tokens={max_new_tokens} must be <= max_len={model.config.max_len}")
-    _empty_cache(cache, use_cache)
-    if step is not None and not callable(step): raise TypeError(f"step={step!r} must be callable (like decode) or None")
+    _empty_cache(cache, use_cache); _check_callable("step", step, "like decode")
     step = model.decode if step is None else step
     memory, memory_mask = model.encode(src, src_keep)
     out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)   # (B, 1)
     if use_cache and cache is None: cache = new_cache(model)
-    step_in, stop_t = out, torch.tensor(stops, dtype=torch.long, device=src.device)
+    step_in, stop_t, scores = out, torch.tensor(stops, dtype=torch.long, device=src.device), []
     done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)            # (B,): rows that have stopped
     for _ in range(max_new_tokens):
         logits = _check_step(step(step_in if use_cache else out, memory, memory_mask, cache=cache), src.shape[0],
                              model.config.vocab_size)[:, -1]                                # (B, V)
-        nxt = sample_next(logits, greedy, temperature, top_k, generator, top_p, min_p)  # (B,)
+        if not greedy: logits = filter_logits(logits, temperature, top_k, top_p, min_p)   # (B, V): what the token is drawn from
+        nxt = sample_next(logits, greedy, generator=generator)                            # (B,)
         if stops: nxt = nxt.masked_fill(done, pad)                                  # a stopped row only pads
+        if return_scores: scores.append(logits)
+        if streamer is not None: streamer(nxt)
         out, step_in = torch.cat([out, nxt[:, None]], dim=1), nxt[:, None]          # (B, t+1), (B, 1)
         if stops:
             done = done | torch.isin(nxt, stop_t)
             if done.all(): break
-    return out
+    return (out, _stacked(scores, src.shape[0], model.config.vocab_size)) if return_scores else out
 
 # %% ../nbs/10_decoding.ipynb #682f89c6
 def gnmt_penalty(length: int|Tensor, # |Y|: generated tokens, the EOS included
@@ -283,10 +330,10 @@ def beam_search(step, # step(tokens (N, t), parents (N,) or None) -> log-probabi
                 max_new_tokens: int, # the longest continuation
                 beam_size: int=4, # K hypotheses kept per example; 1 is greedy decoding
                 length_penalty: float=0.6, # α of `gnmt_penalty` (Vaswani et al. 2017: 0.6)
-                eos_id: int|None=None, # a hypothesis that emits it is finished
+                eos_ids: int|list[int]|None=None, # a hypothesis that emits any of these is finished
                 pad_id: int=0, # written after a finished hypothesis' EOS
                 early_stopping: bool=True, # stop an example at K finished hypotheses; False: when no live one can beat them
-               ) -> tuple: # (tokens (B, T0 + n), log-probabilities (B,), scores (B,) = log-probability / lp)
+               ) -> tuple: # (tokens (B, T0 + n), n the longest chosen hypothesis, pad_id after an EOS; log-probabilities (B,); scores (B,) = log-probability / lp)
     "Beam search over any model given as a step function: the model reorders its own cache by `parents`."
     if not callable(step): raise TypeError(f"step={step!r} must be callable: step(tokens, parents) -> log-probabilities (N, V)")
     if not isinstance(prefix, Tensor): raise TypeError(f"prefix must be a torch.Tensor of token ids (B, T0), got {type(prefix).__name__}")
@@ -294,7 +341,7 @@ def beam_search(step, # step(tokens (N, t), parents (N,) or None) -> log-probabi
         raise TypeError(f"prefix.dtype={prefix.dtype} must be torch.int64 or torch.int32 (token ids)")
     if prefix.dim() != 2: raise ValueError(f"prefix.dim()={prefix.dim()} must be 2: (B, T0)")
     check_int("max_new_tokens", max_new_tokens, minimum=0); check_beam(beam_size, length_penalty, early_stopping)
-    check_int("eos_id", eos_id, minimum=0, allow_none=True); check_int("pad_id", pad_id, minimum=0)
+    stops, _ = _stops(None, eos_ids); check_int("pad_id", pad_id, minimum=0)
     B, T0, K, dev = prefix.shape[0], prefix.shape[1], beam_size, prefix.device
     lp = lambda n: gnmt_penalty(n, length_penalty)
     seqs = prefix.repeat_interleave(K, 0)                                 # (B·K, T0): K copies per example
@@ -311,9 +358,9 @@ def beam_search(step, # step(tokens (N, t), parents (N,) or None) -> log-probabi
                 raise ValueError(f"step log-probabilities.shape={tuple(logp.shape)} must be (N, V) with N = B·beam_size = {B * K}, "
                                  "one row per hypothesis it was given")
             if T0: check_tokens(prefix, V, "prefix")
-            _check_id("eos_id", eos_id, V); _check_id("pad_id", pad_id, V, allow_none=False)
+            _stops(V, stops); _check_id("pad_id", pad_id, V, allow_none=False)
         cand = (raw[:, :, None] + logp.double().view(B, K, V)).view(B, K * V)   # (B, K·V)
-        top, flat = cand.topk(min(2 * K, K * V), dim=-1)                  # (B, 2K): enough to fill K live beams
+        top, flat = cand.topk(min(max(2, 1 + len(stops)) * K, K * V), dim=-1)   # enough to fill K live beams past every EOS
         parents = torch.arange(B, device=dev).repeat_interleave(K) * K    # (B·K,), rows into seqs; done rows keep row b·K
         tokens = torch.full((B * K,), pad_id, dtype=prefix.dtype, device=dev)
         new_raw = torch.full((B, K), -math.inf, dtype=torch.float64, device=dev)
@@ -323,7 +370,7 @@ def beam_search(step, # step(tokens (N, t), parents (N,) or None) -> log-probabi
             for rank, (s, f) in enumerate(zip(top[b].tolist(), flat[b].tolist())):
                 row, tok = b * K + f // V, f % V
                 if s == -math.inf: break
-                if eos_id is not None and tok == eos_id:
+                if tok in stops:
                     if rank < K:                                           # an EOS ranked below the beam is not taken
                         hyp = torch.cat([seqs[row], seqs.new_tensor([tok])])
                         finished[b].append((s / lp(t), s, hyp))
@@ -341,14 +388,12 @@ def beam_search(step, # step(tokens (N, t), parents (N,) or None) -> log-probabi
         if all(done) or t == max_new_tokens: break
         logp = step(tokens[:, None], parents)                            # (B·K, V)
     n = seqs.shape[1] - T0
-    out = torch.full((B, T0 + n), pad_id, dtype=prefix.dtype, device=dev)
-    log_probs, scores = torch.empty(B, dtype=torch.float64), torch.empty(B, dtype=torch.float64)
-    for b in range(B):
-        hyps = finished[b] + [(raw[b, k].item() / lp(n), raw[b, k].item(), seqs[b * K + k])
-                              for k in range(K) if not done[b] and raw[b, k] > -math.inf]   # unfinished at the end
-        s, r, hyp = max(hyps, key=lambda h: h[0])
-        out[b, :hyp.shape[0]], log_probs[b], scores[b] = hyp, r, s
-    return out, log_probs, scores
+    best = [max(finished[b] + [(raw[b, k].item() / lp(n), raw[b, k].item(), seqs[b * K + k])
+                               for k in range(K) if not done[b] and raw[b, k] > -math.inf],   # unfinished at the end
+                key=lambda h: h[0]) for b in range(B)]
+    out = torch.full((B, max(h[2].shape[0] for h in best)), pad_id, dtype=prefix.dtype, device=dev)   # as long as the longest
+    for b, (_, _, hyp) in enumerate(best): out[b, :hyp.shape[0]] = hyp
+    return out, torch.tensor([h[1] for h in best], dtype=torch.float64), torch.tensor([h[0] for h in best], dtype=torch.float64)
 
 def _log_probs(logits): # (N, V) -> (N, V) log-softmax in at least float32, after the logits check
     check_logits(logits)
@@ -361,19 +406,19 @@ def lm_beam_search(model: DecoderOnlyLM, # the model that generates
                     max_new_tokens: int, # the longest continuation
                     beam_size: int=4, # K; 1 is greedy decoding
                     *, length_penalty: float=0.6, # GNMT's α (`gnmt_penalty`); 0: raw log-probabilities
-                    eos_id: int|None=None, # finishes a hypothesis
-                    pad_id: int|None=None, # after a finished hypothesis; default config.pad_id, else eos_id, else 0
+                    eos_ids: int|list[int]|None=None, # any of these finishes a hypothesis
+                    pad_id: int|None=None, # after a finished hypothesis; default config.pad_id, else the first of eos_ids, else 0
                     early_stopping: bool=True, # stop an example at K finished hypotheses
                     attention_mask: Tensor|None=None, # bool (B, T0): False on the left padding
                     repetition_penalty: float|None=None, # θ, applied to the log-probabilities (as transformers does): then they and the scores returned are the penalised ones
                     no_repeat_ngram_size: int|None=None, # no n-gram twice in a hypothesis, the prompt's included
-                   ) -> tuple: # (tokens (B, T0 + n), log-probabilities (B,), scores (B,))
+                   ) -> tuple: # (tokens (B, T0 + n), n the longest returned continuation, pad_id after an EOS; log-probabilities (B,); scores (B,))
     "Beam search with the KV cache: `beam_search` with a step that reorders the cache by each beam's parent."
     if not hasattr(model, "blocks"): raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")   # chapter 09's model
     check_tokens(idx, model.config.vocab_size); check_int("max_new_tokens", max_new_tokens, minimum=0)
     check_beam(beam_size, length_penalty, early_stopping)
     _check_number("repetition_penalty", repetition_penalty, above=0, allow_none=True); check_int("no_repeat_ngram_size", no_repeat_ngram_size, allow_none=True)
-    _, pad = stop_setup(model.config.vocab_size, eos_id, None, pad_id, model.config.pad_id)
+    stops, pad = _stops(model.config.vocab_size, eos_ids, pad_id, model.config.pad_id)
     keep = None if attention_mask is None else left_padding_mask(attention_mask, idx.shape).repeat_interleave(beam_size, 0)
     longest = idx.shape[1] if keep is None else int(keep.sum(-1).max())
     if longest + max_new_tokens > model.config.max_len:
@@ -389,7 +434,7 @@ def lm_beam_search(model: DecoderOnlyLM, # the model that generates
         state["ids"] = tokens if parents is None else torch.cat([state["ids"][parents], tokens], 1)   # (N, T): each hypothesis so far
         logp = _log_probs(model(tokens, cache=cache, **kw)[:, -1])         # (N, V)
         return _against_repeats(logp, state["ids"], state["keep"], repetition_penalty, no_repeat_ngram_size)
-    return beam_search(step, idx, max_new_tokens, beam_size, length_penalty, eos_id, 0 if pad is None else pad, early_stopping)
+    return beam_search(step, idx, max_new_tokens, beam_size, length_penalty, stops, 0 if pad is None else pad, early_stopping)
 
 @torch.no_grad()
 def seq2seq_beam_search(model: Transformer, # the model that generates
@@ -398,14 +443,14 @@ def seq2seq_beam_search(model: Transformer, # the model that generates
                          bos_id: int, # the start token every target begins with
                          beam_size: int=4, # K; 1 is greedy decoding
                          *, length_penalty: float=0.6, # GNMT's α; Vaswani et al. 2017 used 0.6 with K = 4
-                         eos_id: int|None=None, pad_id: int|None=None, early_stopping: bool=True,
+                         eos_ids: int|list[int]|None=None, pad_id: int|None=None, early_stopping: bool=True, # as in `lm_beam_search`
                          src_keep: Tensor|None=None, # bool (B, S), True on real source tokens
                         ) -> tuple: # (tokens (B, 1 + n) starting with bos_id, log-probabilities (B,), scores (B,))
     "Encode once, repeat the memory for the K beams, then `beam_search` with the cached decoder."
     if not hasattr(model, "stack"): raise TypeError(f"model must be a Transformer, got {type(model).__name__}")   # chapter 09's model
     check_int("max_new_tokens", max_new_tokens, minimum=0); check_beam(beam_size, length_penalty, early_stopping)
     _check_id("bos_id", bos_id, model.config.vocab_size, allow_none=False)
-    _, pad = stop_setup(model.config.vocab_size, eos_id, None, pad_id, model.config.pad_id)
+    stops, pad = _stops(model.config.vocab_size, eos_ids, pad_id, model.config.pad_id)
     if 1 + max_new_tokens > model.config.max_len:
         raise ValueError(f"1 (BOS) plus max_new_tokens={max_new_tokens} must be <= max_len={model.config.max_len}")
     memory, memory_mask = model.encode(src, src_keep)                     # (B, S, d_model), (B, 1, 1, S)
@@ -416,4 +461,4 @@ def seq2seq_beam_search(model: Transformer, # the model that generates
         if parents is not None: cache.reorder(parents)
         return _log_probs(model.decode(tokens, memory, memory_mask, cache=cache)[:, -1])   # (B·K, V)
     bos = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)       # (B, 1)
-    return beam_search(step, bos, max_new_tokens, beam_size, length_penalty, eos_id, 0 if pad is None else pad, early_stopping)
+    return beam_search(step, bos, max_new_tokens, beam_size, length_penalty, stops, 0 if pad is None else pad, early_stopping)

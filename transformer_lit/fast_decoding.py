@@ -179,10 +179,12 @@ def fast_generate(model: DecoderOnlyLM, # the model that generates
                   generator: torch.Generator|None=None, # seeded generator for sampling
                   *, top_p: float|None=None, min_p: float|None=None, # as in `lm_generate`
                   attention_mask: Tensor|None=None, # bool (B, T0): False on the left padding of shorter prompts
-                  eos_id: int|None=None, stop_ids=None, pad_id: int|None=None, # as in `lm_generate`
+                  repetition_penalty: float|None=None, no_repeat_ngram_size: int|None=None, # as in `lm_generate`
+                  eos_ids: int|list[int]|None=None, pad_id: int|None=None, # as in `lm_generate`
+                  streamer=None, return_scores: bool=False, # as in `lm_generate`
                   static_cache: bool=False, # a `StaticCache` of T0 + max_new_tokens slots instead of a growing `DecoderCache`
                   compile_step: bool=False, # with static_cache: the one-token step compiled (the first compiled step checks dynamo's guards, later ones skip them)
-                 ) -> Tensor: # (B, T0 + n), n <= max_new_tokens: the tokens `lm_generate` gives
+                 ) -> Tensor|tuple: # (B, T0 + n), n <= max_new_tokens: the tokens `lm_generate` gives; with return_scores, (that, scores (B, n, V))
     "Chapter 10's `lm_generate` with this chapter's step: the prompt through `forward`, then _decode_step where it computes what `forward` computes."
     if not hasattr(model, "blocks"): raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")   # chapter 09's model
     check_tokens(idx, model.config.vocab_size); check_int("max_new_tokens", max_new_tokens, minimum=0)
@@ -197,6 +199,7 @@ def fast_generate(model: DecoderOnlyLM, # the model that generates
                                           f"positional={model.config.positional!r}, backend={model.config.backend!r}")
         fast = _compiled_step()
     return lm_generate(model, idx, max_new_tokens, greedy, temperature, top_k, generator, True, top_p=top_p, min_p=min_p,
-                       attention_mask=attention_mask, eos_id=eos_id, stop_ids=stop_ids, pad_id=pad_id, cache=cache,
+                       repetition_penalty=repetition_penalty, no_repeat_ngram_size=no_repeat_ngram_size, attention_mask=attention_mask,
+                       eos_ids=eos_ids, pad_id=pad_id, streamer=streamer, return_scores=return_scores, cache=cache,
                        step=None if fast is None else _fast_steps(model, fast, compile_step))
 
