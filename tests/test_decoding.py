@@ -690,3 +690,12 @@ def test_generation_defaults_fall_back_to_config_json(tmp_path):
     want = GenerationConfig.from_model_config(LlamaConfig.from_pretrained(tmp_path))   # what generate uses for it
     assert generation_defaults(tmp_path) == dict(greedy=not want.do_sample, eos_ids=want.eos_token_id, pad_id=want.pad_token_id)
     assert generation_defaults(str(tmp_path))["eos_ids"] == [3, 4]
+
+def test_generation_defaults_top_k_past_the_vocabulary_is_no_filter(tmp_path):
+    "transformers clamps its default top_k=50 to a smaller vocabulary (every token kept); generation_defaults gives no top-k filter."
+    import json
+    (tmp_path / "config.json").write_text(json.dumps(dict(vocab_size=32)))
+    (tmp_path / "generation_config.json").write_text(json.dumps(dict(do_sample=True)))
+    assert generation_defaults(tmp_path) == dict(greedy=False, eos_ids=None, temperature=1.0, top_k=None, top_p=None, min_p=None)
+    (tmp_path / "config.json").write_text(json.dumps(dict(vocab_size=64)))
+    assert generation_defaults(tmp_path)["top_k"] == 50

@@ -253,11 +253,14 @@ def generation_defaults(path: str|Path, # a Hugging Face checkpoint directory
     path = Path(path)
     files = [path / name for name in ("generation_config.json", "config.json") if (path / name).is_file()]
     if not files: raise FileNotFoundError(f"path={str(path)!r} holds neither generation_config.json nor config.json")
-    cfg = json.loads(files[0].read_text(encoding="utf-8"))              # the first that exists, as transformers reads them
+    read = lambda f: json.loads(f.read_text(encoding="utf-8"))
+    cfg = read(files[0])                                                 # the first that exists, as transformers reads them
+    vocab = read(path / "config.json").get("vocab_size") if (path / "config.json").is_file() else None
     out = dict(greedy=not cfg.get("do_sample", False), eos_ids=cfg.get("eos_token_id"))
     if not out["greedy"]:                                                # transformers' defaults: top_k=50, top_p=1.0 (none)
         top_k, top_p = cfg.get("top_k", 50), cfg.get("top_p", 1.0)
-        out |= dict(temperature=float(cfg.get("temperature", 1.0)), top_k=top_k or None,
+        top_k = None if not top_k or vocab and top_k >= vocab else top_k   # transformers clamps k to the vocabulary
+        out |= dict(temperature=float(cfg.get("temperature", 1.0)), top_k=top_k,
                     top_p=None if top_p is None or top_p >= 1.0 else top_p, min_p=cfg.get("min_p"))
     if cfg.get("repetition_penalty") not in (None, 1.0): out["repetition_penalty"] = cfg["repetition_penalty"]
     if cfg.get("no_repeat_ngram_size"): out["no_repeat_ngram_size"] = cfg["no_repeat_ngram_size"]
