@@ -43,6 +43,16 @@ def check_state(nbs):
         if changed: bad.append((nb.name, changed))
     return bad
 
+STAMP = ROOT/'_proc'/'.prerender-inputs'   # the digest of the files the pre-render read (a dot file: nbdev skips it)
+
+def inputs_digest(root=ROOT):
+    "A digest of everything the pre-render's output depends on: the notebooks, the package's code and settings.ini."
+    import hashlib
+    h = hashlib.sha1()
+    files = sorted([*(root/'nbs').glob('*.ipynb'), *(root/'transformer_lit').rglob('*.py'), root/'settings.ini'])
+    for f in files: h.update(str(f.relative_to(root)).encode() + b'\0' + f.read_bytes() + b'\0')
+    return h.hexdigest()
+
 def main():
     import os
     os.chdir(ROOT)
@@ -51,7 +61,10 @@ def main():
     from nbdev.serve import proc_nbs
     t = time.time()
     nbdev.doclinks._build_modidx()
+    STAMP.unlink(missing_ok=True)
+    digest = inputs_digest()                    # read before: a file edited while the pre-render runs leaves no match
     proc_nbs(force=True, n_workers=1)
+    STAMP.write_text(digest)                    # tests/test_docs.py reads _proc/ instead of processing again when it matches
     print(f"pre-render (nbdev.serve.proc_nbs, force=True, 1 worker): passed in {time.time() - t:.0f}s", flush=True)
     t = time.time()
     nbs = sorted(p for p in (ROOT/'nbs').glob('*.ipynb') if not p.name.startswith(('_', '.')))
