@@ -696,26 +696,26 @@ R("multihead.MultiHeadAttention.forward.cache.str", MF + "cache", TypeError, [NA
 R("multihead.MultiHeadAttention.from_torch.m.str", MH + "MultiHeadAttention.from_torch:m", TypeError, ["MultiheadAttention", "str"],
   lambda: multihead.MultiHeadAttention.from_torch("m"))
 
-SK = MH + "StaticKVCache"
+SK = "fast_decoding.StaticKVCache"
 for i, (p, bad, exc, word) in enumerate((("batch", -1, ValueError, "batch=-1"), ("n_kv_heads", 0, ValueError, "n_kv_heads=0"),
                                         ("max_len", 0, ValueError, "max_len=0"), ("head_dim", 0, ValueError, "head_dim=0"),
                                         ("dtype", torch.int64, TypeError, "dtype=torch.int64"), ("dtype", "float32", TypeError, "dtype='float32'"))):
     args = [1, 2, 4, 4, torch.float32]; args[min(i, 4)] = bad
-    R(f"multihead.StaticKVCache.{p}.{bad}", f"{SK}:{p}", exc, [word], lambda args=args: multihead.StaticKVCache(*args))
+    R(f"fast_decoding.StaticKVCache.{p}.{bad}", f"{SK}:{p}", exc, [word], lambda args=args: fast_decoding.StaticKVCache(*args))
 @functools.cache
-def _skv_new(): return multihead.StaticKVCache(1, 2, 4, 4)
+def _skv_new(): return fast_decoding.StaticKVCache(1, 2, 4, 4)
 def skv(): c = _skv_new(); c.pos.zero_(); return c                # one cache, emptied for each row
-R("multihead.StaticKVCache.append.k.str", SK + ".append:k", TypeError, [NAMED("k"), "str"], lambda: skv().append("k", T(1, 2, 1, 4)))
-R("multihead.StaticKVCache.append.k.heads", SK + ".append:k", ValueError, ["k.shape=(1, 3, 1, 4)", "(1, 2, 4, 4)"],
+R("fast_decoding.StaticKVCache.append.k.str", SK + ".append:k", TypeError, [NAMED("k"), "str"], lambda: skv().append("k", T(1, 2, 1, 4)))
+R("fast_decoding.StaticKVCache.append.k.heads", SK + ".append:k", ValueError, ["k.shape=(1, 3, 1, 4)", "(1, 2, 4, 4)"],
   lambda: skv().append(T(1, 3, 1, 4), T(1, 3, 1, 4)))
-R("multihead.StaticKVCache.append.v.len", SK + ".append:v", ValueError, ["v.shape=(1, 2, 2, 4)"], lambda: skv().append(T(1, 2, 1, 4), T(1, 2, 2, 4)))
-R("multihead.StaticKVCache.append.k.overflow", SK + ".append:k", ValueError, ["k.shape[-2]=5", "max_len=4"], lambda: skv().append(T(1, 2, 5, 4), T(1, 2, 5, 4)))
-R("multihead.StaticKVCache.append.v.float64", SK + ".append:v", TypeError, ["v.dtype=torch.float64", "torch.float32"],
+R("fast_decoding.StaticKVCache.append.v.len", SK + ".append:v", ValueError, ["v.shape=(1, 2, 2, 4)"], lambda: skv().append(T(1, 2, 1, 4), T(1, 2, 2, 4)))
+R("fast_decoding.StaticKVCache.append.k.overflow", SK + ".append:k", ValueError, ["k.shape[-2]=5", "max_len=4"], lambda: skv().append(T(1, 2, 5, 4), T(1, 2, 5, 4)))
+R("fast_decoding.StaticKVCache.append.v.float64", SK + ".append:v", TypeError, ["v.dtype=torch.float64", "torch.float32"],
   lambda: skv().append(T(1, 2, 1, 4, dtype=torch.float64), T(1, 2, 1, 4, dtype=torch.float64)))
-R("multihead.StaticKVCache.reorder.rows.list", SK + ".reorder:rows", TypeError, [NAMED("rows"), "list"], lambda: skv().reorder([0]))
-R("multihead.StaticKVCache.reorder.rows.float", SK + ".reorder:rows", TypeError, ["rows.dtype=torch.float32"], lambda: skv().reorder(torch.tensor([0.0])))
-R("multihead.StaticKVCache.reorder.rows.shape", SK + ".reorder:rows", ValueError, ["rows.shape=(2,)", "(B,)=(1,)"], lambda: skv().reorder(torch.tensor([0, 0])))
-R("multihead.StaticKVCache.reorder.rows.out_of_range", SK + ".reorder:rows", ValueError, ["rows=[3]", "B=1"], lambda: skv().reorder(torch.tensor([3])))
+R("fast_decoding.StaticKVCache.reorder.rows.list", SK + ".reorder:rows", TypeError, [NAMED("rows"), "list"], lambda: skv().reorder([0]))
+R("fast_decoding.StaticKVCache.reorder.rows.float", SK + ".reorder:rows", TypeError, ["rows.dtype=torch.float32"], lambda: skv().reorder(torch.tensor([0.0])))
+R("fast_decoding.StaticKVCache.reorder.rows.shape", SK + ".reorder:rows", ValueError, ["rows.shape=(2,)", "(B,)=(1,)"], lambda: skv().reorder(torch.tensor([0, 0])))
+R("fast_decoding.StaticKVCache.reorder.rows.out_of_range", SK + ".reorder:rows", ValueError, ["rows=[3]", "B=1"], lambda: skv().reorder(torch.tensor([3])))
 
 # =====================================================================================================================
 # blocks
@@ -1865,6 +1865,8 @@ RECORD = "a NamedTuple/dataclass record the library builds and returns; its fiel
 HARNESS = ("a step of the GPU check (python -m transformer_lit.gpu_check): its arguments are the check's own "
            "devices, case lists and result rows, not user input")
 ROWS_OUT = "formats or summarises result rows that a benchmark returned (not user input)"
+KEY_MASK = ("the cache protocol's mask, called by MultiHeadAttention right after append with the Lq of the queries "
+            "it has checked and its is_causal flag (not user input)")
 EXEMPT_CALLABLES: dict = {
     "attention.kv_groups": "shape arithmetic on q, k that check_qkv has already validated: every caller checks first",
     "attention.BackendInfo": RECORD, "attention.Attended": RECORD, "scaling.ExplorerView": RECORD,
@@ -1873,7 +1875,8 @@ EXEMPT_CALLABLES: dict = {
     "ffn.FeedForward.extra_repr": REPR, "positional.RotaryEmbedding.extra_repr": REPR, "model.TokenEmbedding.extra_repr": REPR,
     "multihead.KVCache": NO_ARGS, "multihead.KVCache.nbytes": NO_ARGS, "multihead.CrossKVCache": NO_ARGS,
     "multihead.CrossKVCache.nbytes": NO_ARGS, "decoding.DecoderCache.nbytes": NO_ARGS,
-    "multihead.StaticKVCache.nbytes": NO_ARGS, "fast_decoding.StaticCache.nbytes": NO_ARGS,
+    "fast_decoding.StaticKVCache.nbytes": NO_ARGS, "fast_decoding.StaticCache.nbytes": NO_ARGS,
+    "multihead.KVCache.key_mask": KEY_MASK, "fast_decoding.StaticKVCache.key_mask": KEY_MASK,
     "train.translate_vocab": NO_ARGS, "train.Seq2SeqData.eval_indices": NO_ARGS, "train.LMData.eval_indices": NO_ARGS,
     "train.world": NO_ARGS,
     "train.step_seed": "hashes its four arguments as text: any values give a valid seed (nothing to reject)", "flash_triton.interpreter_loop_error": NO_ARGS, "flash_triton.interpreting": NO_ARGS,
@@ -1987,7 +1990,7 @@ EXEMPT_PARAMS: dict = {
     ("bench.bench_attention", "backward"): FLAG, ("bench.bench_attention", "progress"): FLAG,
     ("bench.bench_mha", "device"): DEVICE, ("bench.lm_inputs", "device"): DEVICE,
     ("bench.bench_peer", "device"): DEVICE,    ("bench.bench_compile", "device"): DEVICE, ("bench.bench_compile", "fullgraph"): FLAG, ("bench.bench_compile", "cold"): FLAG,
-    ("multihead.StaticKVCache", "device"): DEVICE, ("fast_decoding.StaticCache", "device"): DEVICE,
+    ("fast_decoding.StaticKVCache", "device"): DEVICE, ("fast_decoding.StaticCache", "device"): DEVICE,
     ("fast_decoding.new_static_cache", "device"): DEVICE,
     ("gpu_check.tune", "device"): DEVICE, ("gpu_check.benchmark_kernels", "device"): DEVICE,
     ("gpu_check.compile_kernel", "is_causal"): FLAG, ("gpu_check.run_check", "dry_run"): FLAG, ("gpu_check.run_check", "tune_tiles"): FLAG, ("bench.bench_mha", "causal"): FLAG, ("bench.bench_gqa", "device"): DEVICE,
@@ -2065,8 +2068,8 @@ L("model.DecoderOnlyLM.generate_zero_new", "model.DecoderOnlyLM.generate", lambd
 L("model.DecoderOnlyLM.generate_static_B0", "model.DecoderOnlyLM.generate",
   lambda: fast_generate(lm(), torch.zeros(0, 2, dtype=torch.long), 2, static_cache=True), shape_is(0, 4))
 L("model.DecoderOnlyLM.generate_static", "model.DecoderOnlyLM.generate", lambda: fast_generate(lm(), ids(), 2, static_cache=True), shape_is(1, 5))
-L("multihead.StaticKVCache.B0", "multihead.StaticKVCache",
-  lambda: multihead.StaticKVCache(0, 2, 4, 4).append(T(0, 2, 1, 4), T(0, 2, 1, 4))[0], shape_is(0, 2, 4, 4))
+L("fast_decoding.StaticKVCache.B0", "fast_decoding.StaticKVCache",
+  lambda: fast_decoding.StaticKVCache(0, 2, 4, 4).append(T(0, 2, 1, 4), T(0, 2, 1, 4))[0], shape_is(0, 2, 4, 4))
 L("positional.sinusoidal_at.no_positions", "positional.sinusoidal_at", lambda: positional.sinusoidal_at(torch.arange(0), 8), shape_is(0, 8))
 L("bench.lm_inputs.B0", "bench.lm_inputs", lambda: bench.lm_inputs(cfg(), 0, 3)[0], shape_is(0, 3))
 L("model.Transformer.B0", "model.Transformer", lambda: s2s()(torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, 2, dtype=torch.long)), shape_is(0, 2, V))

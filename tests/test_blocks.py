@@ -363,7 +363,7 @@ def test_bad_forward_input():
         EncoderBlock(D, H, FF)(torch.randn(3, D))
     with pytest.raises(TypeError, match="x must be a torch.Tensor, got list"):
         DecoderBlock(D, H, FF)([1.0], x)
-    with pytest.raises(TypeError, match="cache must be a KVCache, a StaticKVCache, a CrossKVCache or None, got dict"):
+    with pytest.raises(TypeError, match=re.escape("cache must be a KVCache, a CrossKVCache, None or an object with start, append and key_mask (such as chapter 11's StaticKVCache), got dict")):
         gpt(x, cache={})
     with pytest.raises(ValueError, match=r"mask.shape=\(4, 4\) must be broadcastable to \(\.\.\., Lq, Lk\)=\(2, 4, 3, 3\)"):
         EncoderBlock(D, H, FF)(x, mask=causal_mask(4))

@@ -6,7 +6,8 @@ from torch import nn
 from hypothesis import given, strategies as st
 from transformer_lit.attention import causal_mask, scaled_dot_product_attention
 from numerics import assert_within, linear_difference_bound
-from transformer_lit.multihead import CrossKVCache, KVCache, MultiHeadAttention, StaticKVCache, attention_cost, merge_heads, split_heads
+from transformer_lit.multihead import CrossKVCache, KVCache, MultiHeadAttention, attention_cost, merge_heads, split_heads
+from transformer_lit.fast_decoding import StaticKVCache
 
 f64 = torch.float64
 
@@ -259,7 +260,7 @@ def test_forward_errors():
     with E(TypeError, "key.dtype=torch.float64 must equal query.dtype=torch.float32"): m(x, x.double())
     with E(TypeError, "value.dtype=torch.float16 must equal query.dtype=torch.float32"): m(x, x, x.half())
     with E(ValueError, "value=None defaults to key, which needs kdim=3 to equal vdim=5: pass value"): cm(x, torch.randn(2, 4, 3))
-    with E(TypeError, "cache must be a KVCache, a StaticKVCache, a CrossKVCache or None, got dict"): m(x, cache={})
+    with E(TypeError, "cache must be a KVCache, a CrossKVCache, None or an object with start, append and key_mask (such as chapter 11's StaticKVCache), got dict"): m(x, cache={})
     with E(ValueError, "a CrossKVCache holds a memory's keys and values: pass key (the memory), or use a KVCache for self-attention"):
         m(x, cache=CrossKVCache())
     mc = CrossKVCache(); m(x, torch.randn(2, 5, 8), cache=mc)

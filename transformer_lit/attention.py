@@ -14,7 +14,7 @@ from .checks import (check_qkv, check_mask, check_bool, check_scale, check_dropo
 from .checks import _check_attention, _check_causal_mask, _check_repeat_kv, _check_tensors
 
 # %% auto #0
-__all__ = ['attention_core', 'causal_mask', 'repeat_kv', 'kv_groups', 'scaled_dot_product_attention', 'torch_sdpa', 'attention_backends', 'backend_info', 'lazy_backends', 'BackendInfo', 'register_backend', 'unregister_backend', 'backend_names', 'check_backend', 'choose_backend', 'Attended', 'attend']
+__all__ = ['attention_core', 'causal_mask', 'repeat_kv', 'kv_groups', 'scaled_dot_product_attention', 'attention_backends', 'backend_info', 'lazy_backends', 'torch_sdpa', 'BackendInfo', 'register_backend', 'unregister_backend', 'backend_names', 'check_backend', 'choose_backend', 'Attended', 'attend']
 
 # %% ../nbs/00_attention.ipynb #edf67583
 def attention_core(q: torch.Tensor, # queries (..., Lq, d_k)
@@ -108,7 +108,12 @@ def scaled_dot_product_attention(q: torch.Tensor, # queries (..., H, Lq, d_k)
     out = _heads_matmul(w, v.to(acc)).to(q.dtype)                              # (..., H, Lq, d_v)
     return (out, w.to(q.dtype)) if return_weights else out
 
-# %% ../nbs/00_attention.ipynb #ff6a9601
+# %% ../nbs/appendix_backends.ipynb #9e5f2189
+import importlib
+from typing import Callable, NamedTuple
+from .checks import _check_backend_args
+
+# %% ../nbs/appendix_backends.ipynb #ff6a9601
 from torch.torch_version import TorchVersion
 _SDPA_HAS_GQA = TorchVersion(torch.__version__) >= (2, 5)            # F.scaled_dot_product_attention(enable_gqa=...) is new in 2.5
 
@@ -133,11 +138,6 @@ def torch_sdpa(q, k, v, mask=None, is_causal=False, scale=None, dropout_p=0.0):
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, dropout_p=dropout_p, **gqa)
     return out.masked_fill(~rows, 0.0)
 
-
-# %% ../nbs/appendix_backends.ipynb #9e5f2189
-import importlib
-from typing import Callable, NamedTuple
-from .checks import _check_backend_args
 
 # %% ../nbs/appendix_backends.ipynb #eca60c4e
 class BackendInfo(NamedTuple):

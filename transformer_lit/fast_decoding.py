@@ -9,8 +9,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from .checks import _check_rows, check_attention_mask, check_bool, check_int, check_tokens, check_values
+from .checks import _check_kv_static, _check_static_cache, _check_static_rows
 from .attention import _SDPA_HAS_GQA, choose_backend, repeat_kv
-from .multihead import CrossKVCache, MultiHeadAttention, StaticKVCache, _rotate
+from .multihead import CrossKVCache, MultiHeadAttention, _nbytes, _rotate
 from .norm import LayerNorm, RMSNorm
 from .blocks import DecoderOnlyBlock
 from .ffn import FeedForward, SwiGLU
@@ -18,7 +19,7 @@ from .model import DecoderOnlyLM, Transformer   # the models the caches serve (t
 from .decoding import lm_generate, new_cache
 
 # %% auto #0
-__all__ = ['StaticCache', 'new_static_cache', 'fast_generate']
+__all__ = ['StaticKVCache', 'StaticCache', 'new_static_cache', 'fast_generate']
 
 # %% ../nbs/11_fast_decoding.ipynb #p10faststep
 def _fast_path_ok(model, idx, cache=None):
@@ -72,6 +73,46 @@ def _decode_step(model, idx, cache):
         x = x + _ffn(block.ffn.sublayer, _norm(block.ffn.norm, x))      # (B, 1, d_model)
     h, s = _norm(model.norm, x), c.output_scale
     return F.linear(h if s == 1.0 else h * s, model.lm_head.weight)     # (B, 1, V)
+
+# %% ../nbs/11_fast_decoding.ipynb #p01staticcls
+class StaticKVCache:
+    "Keys and values of one attention layer in preallocated buffers (B, G, max_len, D), written in place at the slots after `pos`."
+    def __init__(self, batch: int, # B sequences
+                 n_kv_heads: int, # G key/value heads
+                 max_len: int, # slots: the most tokens the cache holds
+                 head_dim: int, # D, the width of one key (and value) head
+                 dtype: torch.dtype=torch.float32, device=None):
+        device = _check_static_cache(batch, n_kv_heads, max_len, head_dim, dtype, device)
+        self.k = torch.zeros(batch, n_kv_heads, max_len, head_dim, dtype=dtype, device=device)  # (B, G, max_len, D)
+        self.v = torch.zeros_like(self.k)                                # (B, G, max_len, D)
+        self.pos = torch.zeros((), dtype=torch.long, device=self.k.device)  # slots filled so far: a tensor, so a compiled step never specialises on it
+    @property
+    def max_len(self) -> int: return self.k.shape[-2]
+    def nbytes(self) -> int:
+        "Bytes of the two buffers: 2 x B x G x max_len x D x the element size, however many slots are filled."
+        return _nbytes(self.k, self.v)
+    def append(self, k: torch.Tensor, v: torch.Tensor): # new keys/values (B, G, t, D)
+        "Write `k`, `v` into slots pos .. pos+t-1 in place, advance pos by t, and return the whole buffers (B, G, max_len, D)."
+        _check_kv_static(k, v, self.k, self.pos)
+        return self._append(k, v)
+    def _append(self, k, v):
+        "`append` without the checks (chapter 11's decoding step, whose inputs were checked once per `generate` call)."
+        slots = self.pos + torch.arange(k.shape[-2], device=self.pos.device)    # (t,)
+        self.k.index_copy_(2, slots, k); self.v.index_copy_(2, slots, v)   # in place: the buffers keep their shape
+        self.pos.add_(k.shape[-2])
+        return self.k, self.v
+    @property
+    def start(self) -> Tensor: return self.pos                       # the position of the next new key: a 0-d tensor
+    def key_mask(self, q_len: int, is_causal: bool) -> Tensor:
+        "After `append`: which of the max_len slots each of the q_len new queries may read, (q_len, max_len) bool."
+        j = torch.arange(self.max_len, device=self.pos.device)          # (max_len,)
+        if is_causal: return j <= (self.pos - q_len + torch.arange(q_len, device=j.device))[:, None]  # bottom-right
+        return (j < self.pos).expand(q_len, self.max_len)               # the slots written so far
+    def reorder(self, rows: torch.Tensor): # (B,) long: new row i continues old row rows[i]
+        "Select rows in place (beam search: each beam continues its parent's keys and values)."
+        _check_static_rows(rows, self.k.shape[0])
+        rows = rows.to(device=self.k.device, dtype=torch.long)
+        self.k.copy_(self.k.index_select(0, rows)); self.v.copy_(self.v.index_select(0, rows))
 
 # %% ../nbs/11_fast_decoding.ipynb #b0e17e13
 class StaticCache:

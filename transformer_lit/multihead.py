@@ -9,12 +9,10 @@ import torch.nn.functional as F
 from torch import nn
 from .attention import attend, causal_mask, check_backend
 from .checks import (check_kv_heads, check_int, check_mask, _check_merge_heads, _check_split_heads,
-                                    _check_mha_args, _check_mha_inputs, _check_kv_growing, _check_kv_static,
-                                    _check_static_cache, _check_static_rows)
+                                    _check_mha_args, _check_mha_inputs, _check_kv_growing)
 
 # %% auto #0
-__all__ = ['split_heads', 'merge_heads', 'MultiHeadAttention', 'KVCache', 'CrossKVCache', 'StaticKVCache', 'attention_cost',
-           'kv_cache_bytes']
+__all__ = ['split_heads', 'merge_heads', 'MultiHeadAttention', 'KVCache', 'CrossKVCache', 'attention_cost', 'kv_cache_bytes']
 
 # %% ../nbs/01_multihead.ipynb #60757fbb
 def split_heads(x: torch.Tensor, # (B, T, H·D)
@@ -69,7 +67,7 @@ class MultiHeadAttention(nn.Module):
                 need_weights: bool=False, # also return the per-head weights (B, H, Lq, Lk); runs the math backend
                 attn_bias: torch.Tensor|None=None, # float added to the scores (ALiBi, relative bias), broadcastable to (B, H, Lq, Lk)
                 positions: torch.Tensor|None=None, # positions for `rotary`; default len(cache) + arange(Lq)
-                cache: KVCache|StaticKVCache|CrossKVCache|None=None, # KVCache, StaticKVCache: new keys/values appended, all attended; CrossKVCache: the memory's, projected once
+                cache=None, # KVCache or any cache with its protocol (start, append, key_mask): new keys/values appended; CrossKVCache: the memory's, projected once
                ):
         "Attend from `query` to `key`/`value`; returns `out` (B, Lq, d_model), or `(out, weights)`."
         self._check_inputs(query, key, value, mask, attn_bias, positions)
@@ -152,6 +150,9 @@ class KVCache:
     "The keys and values seen so far by one attention layer, (B, G, T, D) each, grown explicitly by `append`."
     def __init__(self): self.k = self.v = None
     def __len__(self): return self._n
+    @property
+    def start(self) -> int: return self._n                          # the position of the next new key
+    def key_mask(self, q_len, is_causal): return None               # every slot returned by `append` holds a real key
     def nbytes(self) -> int:
         "Bytes held by the cached keys and values: 2 x B x G x T x D x the element size."
         return _nbytes(self.k, self.v)
@@ -189,44 +190,13 @@ class CrossKVCache:
         "Bytes held by the memory's keys and values: 2 x B x G x S x D x the element size."
         return _nbytes(self.k, self.v)
 
-# %% ../nbs/01_multihead.ipynb #p01staticcls
-class StaticKVCache:
-    "Keys and values of one attention layer in preallocated buffers (B, G, max_len, D), written in place at the slots after `pos`."
-    def __init__(self, batch: int, # B sequences
-                 n_kv_heads: int, # G key/value heads
-                 max_len: int, # slots: the most tokens the cache holds
-                 head_dim: int, # D, the width of one key (and value) head
-                 dtype: torch.dtype=torch.float32, device=None):
-        device = _check_static_cache(batch, n_kv_heads, max_len, head_dim, dtype, device)
-        self.k = torch.zeros(batch, n_kv_heads, max_len, head_dim, dtype=dtype, device=device)  # (B, G, max_len, D)
-        self.v = torch.zeros_like(self.k)                                # (B, G, max_len, D)
-        self.pos = torch.zeros((), dtype=torch.long, device=self.k.device)  # slots filled so far: a tensor, so a compiled step never specialises on it
-    @property
-    def max_len(self) -> int: return self.k.shape[-2]
-    def nbytes(self) -> int:
-        "Bytes of the two buffers: 2 x B x G x max_len x D x the element size, however many slots are filled."
-        return _nbytes(self.k, self.v)
-    def append(self, k: torch.Tensor, v: torch.Tensor): # new keys/values (B, G, t, D)
-        "Write `k`, `v` into slots pos .. pos+t-1 in place, advance pos by t, and return the whole buffers (B, G, max_len, D)."
-        _check_kv_static(k, v, self.k, self.pos)
-        return self._append(k, v)
-    def _append(self, k, v):
-        "`append` without the checks (chapter 11's decoding step, whose inputs were checked once per `generate` call)."
-        slots = self.pos + torch.arange(k.shape[-2], device=self.pos.device)    # (t,)
-        self.k.index_copy_(2, slots, k); self.v.index_copy_(2, slots, v)   # in place: the buffers keep their shape
-        self.pos.add_(k.shape[-2])
-        return self.k, self.v
-    def reorder(self, rows: torch.Tensor): # (B,) long: new row i continues old row rows[i]
-        "Select rows in place (beam search: each beam continues its parent's keys and values)."
-        _check_static_rows(rows, self.k.shape[0])
-        rows = rows.to(device=self.k.device, dtype=torch.long)
-        self.k.copy_(self.k.index_select(0, rows)); self.v.copy_(self.v.index_select(0, rows))
-
 # %% ../nbs/01_multihead.ipynb #p01hooks
 def _check_cache(cache, key):
-    "Raise a `TypeError`/`ValueError` unless `cache` is one of the three caches and, for a CrossKVCache, `key` fits it."
-    if not isinstance(cache, (KVCache, StaticKVCache, CrossKVCache)):
-        raise TypeError(f"cache must be a KVCache, a StaticKVCache, a CrossKVCache or None, got {type(cache).__name__}")
+    "Raise a `TypeError`/`ValueError` unless `cache` is a CrossKVCache that `key` fits or has the cache protocol (`start`, `append`, `key_mask`)."
+    if not isinstance(cache, CrossKVCache) and not (hasattr(cache, "start") and callable(getattr(cache, "append", None))
+                                                    and callable(getattr(cache, "key_mask", None))):
+        raise TypeError(f"cache must be a KVCache, a CrossKVCache, None or an object with start, append and key_mask "
+                        f"(such as chapter 11's StaticKVCache), got {type(cache).__name__}")
     if isinstance(cache, CrossKVCache) and key is None:
         raise ValueError("a CrossKVCache holds a memory's keys and values: pass key (the memory), or use a KVCache for self-attention")
     if isinstance(cache, CrossKVCache) and len(cache) and tuple(key.shape[:2]) != (cache.k.shape[0], len(cache)):
@@ -239,19 +209,17 @@ def _with_hooks(m, query, key, value, mask, is_causal, attn_bias, positions, cac
     reuse = isinstance(cache, CrossKVCache) and len(cache) > 0      # the memory's keys/values are cached already
     if reuse: q, k, v = m._q(query), cache.k, cache.v               # the memory is not read again
     else: q, k, v = m._qkv(query, key, value)                       # (B, H, Lq, D), (B, G, Lk, D), (B, G, Lk, Dv)
-    past = len(cache) if isinstance(cache, KVCache) else 0
-    static = isinstance(cache, StaticKVCache)
-    start = cache.pos if static else past                           # the first new token's position
-    if m.rotary is not None: q, k = _rotate(m.rotary, q, k, start, positions, self_attn=key is None, rotate_k=not reuse)
-    if static: end = cache.pos + k.shape[-2]                         # slots filled once the new keys are written
-    if isinstance(cache, (KVCache, StaticKVCache)): k, v = cache.append(k, v)  # (B, G, past + Lk, D); static: (B, G, max_len, D)
-    elif cache is not None and not reuse: cache.k, cache.v = k, v   # the first call fills the CrossKVCache
+    cross = isinstance(cache, CrossKVCache)
+    past = 0 if cache is None or cross else cache.start              # the first new token's position (a tensor for some caches)
+    if m.rotary is not None: q, k = _rotate(m.rotary, q, k, past, positions, self_attn=key is None, rotate_k=not reuse)
+    allowed = None
+    if cache is not None and not cross:                             # a self-attention cache: append, then ask what to read
+        k, v = cache.append(k, v)                                   # (B, G, past + Lk, D), or every slot of a static cache
+        allowed = cache.key_mask(q.shape[-2], is_causal)            # None, or (Lq, Lk) bool: e.g. unwritten slots hidden
+    elif cross and not reuse: cache.k, cache.v = k, v               # the first call fills the CrossKVCache
     Lq, Lk = q.shape[-2], k.shape[-2]
     check_mask(mask, (q.shape[0], m.n_heads, Lq, Lk), is_causal)
-    if static:                                                      # slots not written yet are never read
-        j = torch.arange(Lk, device=k.device)                       # (max_len,)
-        allowed = (j <= (end - Lq + torch.arange(Lq, device=k.device))[:, None] if is_causal  # (Lq, max_len): bottom-right
-                   else (j < end).expand(Lq, Lk))
+    if allowed is not None:                                         # the cache's own mask; it includes causality
         mask = allowed if mask is None else mask & allowed if mask.dtype == torch.bool else mask.masked_fill(~allowed, float("-inf"))
         is_causal = False
     if is_causal and past and Lq == 1: is_causal = False            # one new query after the cache sees every key: no mask
