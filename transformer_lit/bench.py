@@ -8,7 +8,7 @@ import argparse, copy, json, math, os, statistics, sys, time, warnings
 from pathlib import Path
 import torch
 import torch.nn.functional as F
-from .attention import attention_backends, backend_names, causal_mask, check_int, choose_backend, _check_float_dtype, _check_real
+from .attention import attention_backends, backend_names, causal_mask, check_int, choose_backend, _check_float_dtype
 from .flash import attention_flops, peak_memory
 from .model import DecoderOnlyLM, TransformerConfig, assert_greedy_agrees
 from .fast_decoding import StaticCache, fast_generate, new_static_cache
@@ -118,7 +118,8 @@ def _check_dtype(dtype): _check_float_dtype("dtype", dtype)
 def _check_deadline(deadline):
     "Raise unless `deadline` is None or a finite time.time() value."
     if deadline is None: return
-    _check_real("deadline", deadline, "a finite number (a time.time() value) or None", allow_none=True)
+    if isinstance(deadline, bool) or not isinstance(deadline, (int, float)): raise TypeError(f"deadline={deadline!r} must be a number (a time.time() value) or None")
+    if not math.isfinite(deadline): raise ValueError(f"deadline={deadline!r} must be a finite number (a time.time() value) or None")
 
 def _check_log(log):
     "Raise a `TypeError` unless `log` is None or callable."
