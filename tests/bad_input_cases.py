@@ -149,6 +149,8 @@ R("checks.check_int.minimum.below", CI + "minimum", ValueError, ["n=-1", ">= 0"]
 R("checks.check_int.maximum.above", CI + "maximum", ValueError, ["n=5", "[1, 4]"], lambda: checks.check_int("n", 5, maximum=4))
 R("checks.check_int.even.odd", CI + "even", ValueError, ["n=3", "even"], lambda: checks.check_int("n", 3, even=True))
 R("checks.check_int.allow_none.none_refused", CI + "allow_none", TypeError, ["n=None"], lambda: checks.check_int("n", None))
+R("checks.check_int.rule.used", CI + "rule", ValueError, ["top_k=0", "None or an int in [1, vocab_size=4]"],
+  lambda: checks.check_int("top_k", 0, 1, 4, allow_none=True, rule="None or an int in [1, vocab_size=4]"))
 
 CV = C + "check_values:"
 R("checks.check_values.ok.false", CV + "ok", ValueError, ["bad value in x"],
@@ -927,7 +929,7 @@ def _decoding_rows(prefix, P, run, has_attention_mask):
         ("min_p", 1.5, ValueError, ["min_p=1.5"]), ("min_p", -0.1, ValueError, ["min_p=-0.1"]),
         ("eos_ids", 11, ValueError, ["eos_ids=11", "vocab_size=11"]), ("eos_ids", -1, ValueError, ["eos_ids=-1"]),
         ("eos_ids", "3", TypeError, ["eos_ids='3'", "list of token ids"]), ("eos_ids", [2, 11], ValueError, ["eos_ids=11"]),
-        ("eos_ids", [True], ValueError, ["eos_ids=True"]),
+        ("eos_ids", [True], TypeError, ["eos_ids=True"]),
         ("streamer", 3, TypeError, ["streamer=3", "callable"]), ("return_scores", 1, TypeError, ["return_scores=1"]),
         ("pad_id", -1, ValueError, ["pad_id=-1"]), ("generator", "g", TypeError, ["generator", "str"]),
     ):
@@ -1026,7 +1028,7 @@ def _s2s_gen(**kw):
     return seq2seq_generate(s2s(), ids(), kw.pop("max_new_tokens"), kw.pop("bos_id"), **kw)
 _decoding_rows("decoding.seq2seq_generate", "decoding.seq2seq_generate:", _s2s_gen, False)
 R("model.Transformer.generate.bos_id.too_large", "decoding.seq2seq_generate:bos_id", ValueError, ["bos_id=11"], lambda: _s2s_gen(bos_id=11))
-R("model.Transformer.generate.bos_id.none", "decoding.seq2seq_generate:bos_id", ValueError, ["bos_id=None"], lambda: _s2s_gen(bos_id=None))
+R("model.Transformer.generate.bos_id.none", "decoding.seq2seq_generate:bos_id", TypeError, ["bos_id=None"], lambda: _s2s_gen(bos_id=None))
 R("model.Transformer.generate.src.uint8", "decoding.seq2seq_generate:src", TypeError, ["src.dtype=torch.uint8"], lambda: seq2seq_generate(s2s(), ids(dtype=torch.uint8), 2, 1))
 R("model.Transformer.generate.src_keep.shape", "decoding.seq2seq_generate:src_keep", ValueError, ["src_keep", "(1, 2)"],
   lambda: _s2s_gen(src_keep=torch.ones(1, 2, dtype=torch.bool)))
@@ -1094,8 +1096,8 @@ SS = "checks.stop_setup:"
 R("checks.stop_setup.eos_id.too_large", SS + "eos_id", ValueError, ["eos_id=11", "vocab_size=11"], lambda: checks.stop_setup(V, eos_id=11))
 R("checks.stop_setup.vocab_size.named", SS + "vocab_size", ValueError, ["eos_id=5", "vocab_size=5"], lambda: checks.stop_setup(5, eos_id=5))
 R("checks.stop_setup.stop_ids.int", SS + "stop_ids", ValueError, ["stop_ids=3"], lambda: checks.stop_setup(V, stop_ids=3))
-R("checks.stop_setup.stop_ids.bool_entry", SS + "stop_ids", ValueError, ["stop_ids=True"], lambda: checks.stop_setup(V, stop_ids=[True]))
-R("checks.stop_setup.pad_id.str", SS + "pad_id", ValueError, ["pad_id='0'"], lambda: checks.stop_setup(V, pad_id="0"))
+R("checks.stop_setup.stop_ids.bool_entry", SS + "stop_ids", TypeError, ["stop_ids=True"], lambda: checks.stop_setup(V, stop_ids=[True]))
+R("checks.stop_setup.pad_id.str", SS + "pad_id", TypeError, ["pad_id='0'"], lambda: checks.stop_setup(V, pad_id="0"))
 LP = "checks.left_padding_mask:"
 R("checks.left_padding_mask.attention_mask.right_padded", LP + "attention_mask", ValueError, ["attention_mask", "left-padded"],
   lambda: checks.left_padding_mask(torch.tensor([[1, 1, 0]]), (1, 3)))

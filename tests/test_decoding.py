@@ -71,10 +71,16 @@ Z = torch.zeros(2, 5)
     (dict(top_p=0.0), "top_p=0.0 must be None or a number in (0, 1]"), (dict(top_p=1.5), "top_p=1.5 must be None or a number in (0, 1]"),
     (dict(top_p=float("nan")), "top_p=nan must be"), (dict(min_p=1.5), "min_p=1.5 must be None or a number in [0, 1]"),
     (dict(min_p=-0.1), "min_p=-0.1 must be"), (dict(top_k=0), "top_k=0 must be None or an int in [1, vocab_size=5]"),
-    (dict(top_k=True), "top_k=True must be"), (dict(temperature=0.0), "temperature=0.0 must be a finite number > 0"),
-    (dict(temperature=float("nan")), "temperature=nan must be a finite number > 0"), (dict(temperature=True), "temperature=True must be")])
+    (dict(temperature=0.0), "temperature=0.0 must be a finite number > 0"),
+    (dict(temperature=float("nan")), "temperature=nan must be a finite number > 0")])
 def test_bad_sampling_arguments(kw, msg):
     with pytest.raises(ValueError, match=re.escape(msg)): sample_next(Z, **kw)
+
+@pytest.mark.parametrize("kw, msg", [(dict(top_k=True), "top_k=True must be"), (dict(temperature=True), "temperature=True must be"),
+                                     (dict(top_p="0.9"), "top_p='0.9' must be"), (dict(min_p="0.1"), "min_p='0.1' must be")])
+def test_sampling_arguments_of_the_wrong_kind(kw, msg):
+    "A bool or a string where a number goes is the wrong kind, a TypeError (the rule of the appendix)."
+    with pytest.raises(TypeError, match=re.escape(msg)): sample_next(Z, **kw)
 
 @pytest.mark.parametrize("greedy", [True, False])
 @pytest.mark.parametrize("row, msg", [([math.nan, 0, 0, 0, 0], "logits row 1 contains NaN"), ([-math.inf] * 5, "logits row 1 is all -inf"),

@@ -390,10 +390,12 @@ def test_sample_next_keeps_ties_with_kth():
     (dict(temperature=-1.0), "temperature=-1.0 must be a finite number > 0"),
     (dict(temperature=float("inf")), "temperature=inf must be a finite number > 0"),
     (dict(top_k=0), "top_k=0 must be None or an int in [1, vocab_size=4]"),
-    (dict(top_k=5), "top_k=5 must be None or an int in [1, vocab_size=4]"),
-    (dict(top_k=2.0), "top_k=2.0 must be None or an int in [1, vocab_size=4]")])
+    (dict(top_k=5), "top_k=5 must be None or an int in [1, vocab_size=4]")])
 def test_sample_next_bad_arguments(kw, msg):
     with pytest.raises(ValueError, match=re.escape(msg)): sample_next(torch.zeros(1, 4), **kw)
+
+def test_sample_next_top_k_float_is_the_wrong_kind():
+    with pytest.raises(TypeError, match=re.escape("top_k=2.0 must be None or an int in [1, vocab_size=4]")): sample_next(torch.zeros(1, 4), top_k=2.0)
 
 # ---------------------------------------------------------------- bad input
 @pytest.mark.parametrize("kw,msg", [

@@ -142,8 +142,8 @@ def test_half_inputs_use_float32_statistics(kind, dtype):
 def test_bad_constructor_arguments(cls):
     for eps in (0.0, -1e-5, float("nan"), float("inf")):
         with pytest.raises(ValueError, match=rf"^eps={eps!r} must be a finite number > 0$"): cls(8, eps=eps)
-    with pytest.raises(ValueError, match=r"^eps=True must be a finite number > 0$"): cls(8, eps=True)
-    with pytest.raises(ValueError, match=r"^eps='1e-5' must be a finite number > 0$"): cls(8, eps="1e-5")
+    with pytest.raises(TypeError, match=r"^eps=True must be a finite number > 0$"): cls(8, eps=True)      # a bool is not a number
+    with pytest.raises(TypeError, match=r"^eps='1e-5' must be a finite number > 0$"): cls(8, eps="1e-5")  # the wrong kind: TypeError
     for d in (0, -3):
         with pytest.raises(ValueError, match=rf"^d={d!r} must be a positive int$"): cls(d)
     for d in (2.0, True, None):
@@ -337,8 +337,9 @@ def test_functional_checks_x_weight_and_bias(f):
     with E(TypeError, "weight.dtype=torch.int64 must be a floating dtype"): f(x, torch.ones(8, dtype=torch.long))
     with E(TypeError, "weight must be a torch.Tensor or None, got list"): f(x, [1.0] * 8)
     with E(ValueError, "weight.device=meta must equal x.device=cpu"): f(x, torch.ones(8, device="meta"))
-    for eps in (math.nan, math.inf, -1.0, None):
+    for eps in (math.nan, math.inf, -1.0):
         with E(ValueError, f"eps={eps!r} must be a finite number > 0"): f(x, eps=eps)
+    with E(TypeError, "eps=None must be a finite number > 0"): f(x, eps=None)           # None is not a number: the wrong kind
 
 def test_layer_norm_bias_checked():
     x = torch.randn(2, 8)

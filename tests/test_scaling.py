@@ -250,16 +250,16 @@ def test_bad_d_k(ex, d_k, err, msg):
             dot_product_variance(d_k)
 
 
-@pytest.mark.parametrize("tau,msg", [(0, "temperature=0 must be a finite number > 0"),
-                                     (-1.0, "temperature=-1.0 must be a finite number > 0"),
-                                     (float("nan"), "temperature=nan must be a finite number > 0"),
-                                     (float("inf"), "temperature=inf must be a finite number > 0"),
-                                     (False, "temperature=False must be a finite number > 0"),
-                                     ("1", "temperature='1' must be a finite number > 0")])
-def test_bad_temperature(ex, tau, msg):
-    with pytest.raises(ValueError, match=f"^{re.escape(msg)}$"):
+@pytest.mark.parametrize("tau,msg,exc", [(0, "temperature=0 must be a finite number > 0", ValueError),
+                                         (-1.0, "temperature=-1.0 must be a finite number > 0", ValueError),
+                                         (float("nan"), "temperature=nan must be a finite number > 0", ValueError),
+                                         (float("inf"), "temperature=inf must be a finite number > 0", ValueError),
+                                         (False, "temperature=False must be a finite number > 0", TypeError),   # a bool is not a number
+                                         ("1", "temperature='1' must be a finite number > 0", TypeError)])
+def test_bad_temperature(ex, tau, msg, exc):
+    with pytest.raises(exc, match=f"^{re.escape(msg)}$"):
         ex(16, temperature=tau)
-    with pytest.raises(ValueError, match=f"^{re.escape(msg)}$"):
+    with pytest.raises(exc, match=f"^{re.escape(msg)}$"):
         saturation_metrics(torch.zeros(2, 3), temperature=tau)
 
 

@@ -29,21 +29,22 @@ def check_scale(scale, # None (the default 1/sqrt(d_k)) or a finite real number
                          f"whose largest value is {torch.finfo(dtype).max:.4g}")
 
 def check_dropout(dropout_p, name="dropout_p"):
-    "Raise a `ValueError` naming `name` unless 0 <= `dropout_p` < 1."
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or not 0 <= dropout_p < 1:
-        raise ValueError(f"{name}={dropout_p!r} must be a number in [0, 1)")
+    "Return `dropout_p` as a float; raise a `TypeError` (not a real number) or `ValueError` (not in [0, 1)) naming `name`."
+    return _check_real(name, dropout_p, "a number in [0, 1)", lambda v: 0 <= v < 1)
 
 def check_int(name: str, # the argument's name in the message
               value, # the value to check
               minimum: int|None=1, maximum: int|None=None, # the allowed range, both ends included; None: unbounded
               even: bool=False, # also require an even value (dimensions used in pairs)
               allow_none: bool=False, # also accept None (and return it)
+              rule: str|None=None, # the rule's wording in the message; None: built from the range
              ) -> int|None:
     "Return `value` as an int; raise `TypeError` (not an int: bools are refused) or `ValueError` (outside the rule) naming `name`."
     kind = "even int" if even else "int"
-    rule = ((f"a positive {kind}" if minimum == 1 else f"an {kind}" if minimum is None else f"an {kind} >= {minimum}")
-            if maximum is None else f"an {kind} <= {maximum}" if minimum is None else f"an {kind} in [{minimum}, {maximum}]")
-    rule += " or None" if allow_none else ""
+    if rule is None:
+        rule = ((f"a positive {kind}" if minimum == 1 else f"an {kind}" if minimum is None else f"an {kind} >= {minimum}")
+                if maximum is None else f"an {kind} <= {maximum}" if minimum is None else f"an {kind} in [{minimum}, {maximum}]")
+        rule += " or None" if allow_none else ""
     if value is None and allow_none: return None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral): raise TypeError(f"{name}={value!r} must be {rule}")
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum) or (even and value % 2):
@@ -184,11 +185,8 @@ def _check_backend_args(name, fn, supports, priority, prefer):
 
 # %% ../nbs/appendix_checks.ipynb #042c098b
 def _check_temperature(temperature):
-    "Raise `ValueError` unless `temperature` is a finite number > 0."
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) \
-            or not math.isfinite(temperature) or temperature <= 0:
-        raise ValueError(f"temperature={temperature!r} must be a finite number > 0")
-    return float(temperature)
+    "Return `temperature` as a float; raise `TypeError` (not a real number) or `ValueError` (not a finite number > 0)."
+    return _check_real("temperature", temperature, "a finite number > 0", lambda v: v > 0)
 
 def _check_probs(p, name="p", real=False):
     "Raise a `TypeError`/`ValueError` unless `p` is a floating (or, with `real`, integer) tensor of shape (..., n), n >= 1."
@@ -355,9 +353,8 @@ def _check_features(x, d_model, weight=None):
 
 # %% ../nbs/appendix_checks.ipynb #7a0110c9
 def _check_eps(eps, name="eps"):
-    "Raise a `ValueError` naming `name` unless `eps` is a finite number > 0."
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (0 < eps < math.inf):
-        raise ValueError(f"{name}={eps!r} must be a finite number > 0")
+    "Return `eps` as a float; raise a `TypeError` (not a real number) or `ValueError` (not a finite number > 0) naming `name`."
+    return _check_real(name, eps, "a finite number > 0", lambda v: v > 0)
 
 def _check_input(x, d=None, weight=None):
     "Raise a `TypeError`/`ValueError` unless `x` is a floating tensor whose last dimension is `d` (>= 1 when None), with the dtype and device of `weight`."
@@ -398,17 +395,14 @@ def _check_activation(name, choices):
     if name not in choices: raise ValueError(f"activation={name!r} must be one of {', '.join(map(repr, choices))}")
 
 def _check_multiplier(ffn_dim_multiplier):
-    "Raise a `ValueError` unless `ffn_dim_multiplier` is None or a finite number > 0 (NaN fails both comparisons, inf the second)."
-    if ffn_dim_multiplier is None: return
-    if isinstance(ffn_dim_multiplier, bool) or not isinstance(ffn_dim_multiplier, (int, float)) or not 0 < ffn_dim_multiplier < math.inf:
-        raise ValueError(f"ffn_dim_multiplier={ffn_dim_multiplier!r} must be a positive number or None")
+    "Return `ffn_dim_multiplier` as a float or None; raise a `TypeError` (not a real number) or `ValueError` (not a finite number > 0)."
+    return _check_real("ffn_dim_multiplier", ffn_dim_multiplier, "a positive number or None", lambda v: v > 0, allow_none=True)
 
 
 # %% ../nbs/appendix_checks.ipynb #993c955f
 def _check_base(base):
-    "Raise ValueError unless `base` is a finite real number > 1."
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or not (math.isfinite(base) and base > 1):
-        raise ValueError(f"base={base!r} must be a finite number > 1")
+    "Return `base` as a float; raise a `TypeError` (not a real number) or `ValueError` (not a finite number > 1)."
+    return _check_real("base", base, "a finite number > 1", lambda v: v > 1)
 
 # %% ../nbs/appendix_checks.ipynb #p05x011
 def _check_pe_input(x, d, name='x'):
@@ -461,11 +455,8 @@ _SCALING_KEYS = {  # rope_type -> the keys it reads besides rope_type/type (requ
 }
 
 def _finite(key, v, rule, ok):
-    "Return float(v) if v is a real number satisfying ok(v), else raise naming key, value and rule."
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise TypeError(f"scaling[{key!r}]={v!r} must be a number {rule}")
-    if not (math.isfinite(v) and ok(v)): raise ValueError(f"scaling[{key!r}]={v!r} must be a finite number {rule}")
-    return float(v)
+    "Return float(v) if v is a real number satisfying ok(v), else raise (`TypeError` or `ValueError`) naming key, value and rule."
+    return _check_real(f"scaling[{key!r}]", v, f"a finite number {rule}", ok)
 
 def check_rope_scaling(scaling:dict|None, # None, or a Hugging Face rope_scaling / rope_parameters dict
                        base:float=10000.0, # the model's rope_theta; a "rope_theta" key must agree with it
@@ -575,8 +566,9 @@ def _check_torch_masks(attn_mask, key_padding_mask, n_heads):
     if attn_mask is not None:
         if attn_mask.dim() == 3:
             if n_heads is None: raise ValueError(f"attn_mask.shape={tuple(attn_mask.shape)} is 3-D (B*H, Lq, Lk): pass n_heads")
-            if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads <= 0 or attn_mask.shape[0] % n_heads:
-                raise ValueError(f"n_heads={n_heads!r} must be a positive int dividing attn_mask.shape[0]={attn_mask.shape[0]} (B*H)")
+            rule = f"a positive int dividing attn_mask.shape[0]={attn_mask.shape[0]} (B*H)"
+            check_int("n_heads", n_heads, rule=rule)
+            if attn_mask.shape[0] % n_heads: raise ValueError(f"n_heads={n_heads!r} must be {rule}")
         elif attn_mask.dim() != 2: raise ValueError(f"attn_mask.shape={tuple(attn_mask.shape)} must be (Lq, Lk) or (B*H, Lq, Lk)")
     if key_padding_mask is not None and key_padding_mask.dim() != 2:
         raise ValueError(f"key_padding_mask.shape={tuple(key_padding_mask.shape)} must be (B, Lk)")
@@ -692,24 +684,16 @@ def check_logits(logits, # next-token scores (B, V)
                       (~logits.isfinite().any(-1), "is all -inf; at least one token must have a finite score")):
         check_values(~bad, lambda: f"{name} row {int(bad.nonzero()[0, 0])} {rule}")   # no host read on a GPU
 
-def _is_number(x): return isinstance(x, (int, float)) and not isinstance(x, bool)
-
 def check_sampling(temperature=1.0, top_k=None, top_p=None, min_p=None, vocab_size=None):
-    "Raise a `ValueError` naming the first argument outside its range: temperature > 0, top_k in [1, V], top_p in (0, 1], min_p in [0, 1]."
-    if not _is_number(temperature) or not 0 < temperature < math.inf:
-        raise ValueError(f"temperature={temperature!r} must be a finite number > 0 (use greedy=True for the argmax)")
-    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1 or (vocab_size and top_k > vocab_size)):
-        raise ValueError(f"top_k={top_k!r} must be None or an int in [1, vocab_size={vocab_size or 'V'}]")
-    if top_p is not None and (not _is_number(top_p) or not 0 < top_p <= 1):
-        raise ValueError(f"top_p={top_p!r} must be None or a number in (0, 1]")
-    if min_p is not None and (not _is_number(min_p) or not 0 <= min_p <= 1):           # 1 keeps the top token and its ties
-        raise ValueError(f"min_p={min_p!r} must be None or a number in [0, 1]")
+    "Raise a `TypeError` (not a number) or `ValueError` naming the first argument outside its range: temperature > 0, top_k in [1, V], top_p in (0, 1], min_p in [0, 1]."
+    _check_real("temperature", temperature, "a finite number > 0 (use greedy=True for the argmax)", lambda v: v > 0)
+    check_int("top_k", top_k, 1, vocab_size or None, allow_none=True, rule=f"None or an int in [1, vocab_size={vocab_size or 'V'}]")
+    _check_real("top_p", top_p, "None or a number in (0, 1]", lambda v: 0 < v <= 1, allow_none=True)
+    _check_real("min_p", min_p, "None or a number in [0, 1]", lambda v: 0 <= v <= 1, allow_none=True)   # 1 keeps the top token and its ties
 
 def _check_id(name, value, vocab_size, allow_none=True):
-    "Raise a `ValueError` unless `value` is a token id in [0, vocab_size) (or None when allowed)."
-    if value is None and allow_none: return
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < vocab_size:
-        raise ValueError(f"{name}={value!r} must be {'None or ' if allow_none else ''}an int in [0, vocab_size={vocab_size})")
+    "Raise a `TypeError` (not an int: bools are refused) or `ValueError` (outside [0, vocab_size)) unless `value` is a token id (or None when allowed)."
+    check_int(name, value, 0, vocab_size - 1, allow_none=allow_none, rule=f"{'None or ' if allow_none else ''}an int in [0, vocab_size={vocab_size})")
 
 def stop_setup(vocab_size: int, eos_id=None, stop_ids=None, pad_id=None, default_pad=None):
     "Check the stop and pad ids; return (a list of stop ids, the pad id written after a stop)."

@@ -291,8 +291,7 @@ def seq2seq_generate(model: Transformer, # the model that generates
     if not greedy: check_sampling(temperature, top_k, top_p, min_p, model.config.vocab_size)
     stops, pad = _stops(model.config.vocab_size, eos_ids, pad_id, model.config.pad_id)
     check_bool("return_scores", return_scores); _check_callable("streamer", streamer, "called with each step's tokens (B,)")
-    if isinstance(bos_id, bool) or not isinstance(bos_id, int) or not 0 <= bos_id < model.config.vocab_size:
-        raise ValueError(f"bos_id={bos_id!r} must be an int in [0, vocab_size={model.config.vocab_size})")
+    _check_id("bos_id", bos_id, model.config.vocab_size, allow_none=False)
     if 1 + max_new_tokens > model.config.max_len:
         raise ValueError(f"1 (BOS) plus max_new_tokens={max_new_tokens} must be <= max_len={model.config.max_len}")
     _empty_cache(cache, use_cache); _check_callable("step", step, "like decode")

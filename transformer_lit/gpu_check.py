@@ -13,7 +13,7 @@ import argparse, json, math, os, platform, signal, sys, threading, time
 from pathlib import Path
 import torch
 from . import flash_triton as ft
-from .attention import check_int
+from .attention import check_int, _check_real
 from .bench import _check_deadline, _check_log, bench_attention, markdown_table, time_ms
 
 def _repeats(device) -> dict:
@@ -314,16 +314,14 @@ def _step(report, name, fn, log):
         import traceback; log(f"{name} FAILED, continuing:\n{traceback.format_exc(limit=-4)}")
 
 def _check_run_args(budget_s, out_dir, log, phase_s):
-    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)): raise TypeError(f"budget_s={budget_s!r} must be a number of seconds")
-    if not (budget_s > 0 and math.isfinite(budget_s)): raise ValueError(f"budget_s={budget_s!r} must be a positive finite number of seconds")
+    _check_real("budget_s", budget_s, "a positive finite number of seconds", lambda v: v > 0)
     if out_dir is not None and not isinstance(out_dir, (str, os.PathLike)): raise TypeError(f"out_dir={out_dir!r} must be a path or None")
     if not callable(log): raise TypeError(f"log={log!r} must be callable (called with one line)")
     if phase_s is None: return
     if not isinstance(phase_s, dict): raise TypeError(f"phase_s={phase_s!r} must be a dict phase name -> seconds")
     for k, s in phase_s.items():
         if k not in PHASES: raise ValueError(f"phase_s has the key {k!r}; the phases are {PHASES}")
-        if s is not None and (isinstance(s, bool) or not isinstance(s, (int, float)) or not (s >= 0 and math.isfinite(s))):
-            raise ValueError(f"phase_s[{k!r}]={s!r} must be a finite number of seconds >= 0 (or None: the rest of the budget)")
+        _check_real(f"phase_s[{k!r}]", s, "a finite number of seconds >= 0 (or None: the rest of the budget)", lambda v: v >= 0, allow_none=True)
 
 def run_check(dry_run: bool=False, # CPU interpreter, tiny sizes: tests the script itself
               tune_tiles: bool=True,
