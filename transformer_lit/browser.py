@@ -10,7 +10,7 @@ import torch
 import transformer_lit
 from .model import DecoderOnlyLM, TransformerConfig, count_parameters
 from .checkpoints import from_pretrained, Tokenizer
-from .induction import attention_weights   # every head's weights (chapter 12a)
+from .induction import attention_weights, prev_token_scores, induction_scores   # chapter 12a's weights and scores
 from .checks import _check_type
 
 # %% auto #0
@@ -82,10 +82,10 @@ def head_scores(model: DecoderOnlyLM, ids: torch.Tensor, # the held-out text as 
     T, P = model.config.max_len, min(passage, model.config.max_len // 2)
     if ids.numel() < n_windows * T + 1: raise ValueError(f"the held-out text has {ids.numel()} tokens; the scores need at least {n_windows * T + 1}")
     windows = ids[:n_windows * T].view(n_windows, T)                            # (n_windows, T)
-    prev = attention_weights(model, windows).diagonal(-1, -2, -1).mean((0, -1))   # (layers, H): weight on t-1
+    prev = prev_token_scores(attention_weights(model, windows)).mean(0)      # (layers, H): weight on t-1
     starts = torch.linspace(0, ids.numel() - P - 1, n_passages).long()
     twice = torch.stack([torch.cat([ids[s:s + P]] * 2) for s in starts])       # (n_passages, 2P)
-    ind = attention_weights(model, twice).diagonal(-(P - 1), -2, -1)[..., 1:].mean((0, -1))  # (layers, H): query P+i -> key i+1
+    ind = induction_scores(attention_weights(model, twice), P).mean(0)       # (layers, H): query P+i -> key i+1
     even_prev = sum(1 / (t + 1) for t in range(1, T)) / (T - 1)               # an even causal head's weight on t-1
     even_ind = sum(1 / (t + 1) for t in range(P, 2 * P)) / P                  # ... on the induction target
     return {"previous_token": prev.tolist(), "induction": ind.tolist(), "even_previous_token": even_prev,
