@@ -13,6 +13,9 @@ STAMP  := $(VENV)/.installed-lab-$(HASH)
 DEV    := $(VENV)/.installed-dev-$(HASH)
 TORCH  ?= torch==2.13.0
 PORT   ?= 8888
+# pytest in two processes (pytest-xdist), one torch thread each (tests/conftest.py); a file whose module fixtures are
+# costly runs whole on one worker (its `xdist_group` mark). `make test XDIST=` runs pytest in one process.
+XDIST  ?= -n 2 --dist loadgroup
 # JupyterLab's configuration for the course: the save hook that cleans notebooks, and settings
 # overrides (no news pop-up, no update check, no widget state saved into the notebooks)
 LAB    := $(CURDIR)/tools/lab
@@ -63,7 +66,7 @@ test: $(DEV)
 	@# nbdev's pre-render step as the docs workflow runs it (no Quarto needed), then a check of torch's global state
 	MPLBACKEND=Agg $(BIN)/python tools/prerender.py
 	OMP_NUM_THREADS=1 MPLBACKEND=Agg $(BIN)/python tools/test_nbs.py --workers 2
-	MPLBACKEND=Agg $(BIN)/python -m pytest tests/ -q
+	MPLBACKEND=Agg $(BIN)/python -m pytest tests/ -q $(XDIST)
 
 check-sync: $(STAMP)
 	$(BIN)/python tools/check_sync.py
@@ -75,7 +78,7 @@ nbtest: $(STAMP)
 	OMP_NUM_THREADS=1 MPLBACKEND=Agg $(BIN)/python tools/test_nbs.py --workers 2
 
 pytest: $(DEV)
-	MPLBACKEND=Agg $(BIN)/python -m pytest tests/ -q
+	MPLBACKEND=Agg $(BIN)/python -m pytest tests/ -q $(XDIST)
 
 docs-check: $(DEV)
 	$(BIN)/python -m pytest tests/test_docs.py -q
@@ -98,4 +101,4 @@ bench: $(STAMP)
 	$(BIN)/python -m transformer_lit.bench
 
 clean:
-	rm -rf _docs _proc nbs/_docs .pytest_cache .hypothesis
+	rm -rf _docs _proc nbs/_docs .pytest_cache .hypothesis .nbtest

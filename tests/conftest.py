@@ -8,7 +8,9 @@ settings.register_profile('ci', max_examples=25, deadline=None, derandomize=True
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile('thorough', max_examples=300, deadline=None)
 settings.load_profile(os.environ.get('HYPOTHESIS_PROFILE', 'ci'))
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+# one process: up to two threads; `make test` runs pytest in two processes (pytest-xdist, `-n 2`), one thread each, so the
+# two never compete for the two cores with four threads
+torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else max(1, min(2, os.cpu_count() or 1)))
 
 
 @pytest.fixture(scope="module")

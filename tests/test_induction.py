@@ -11,7 +11,8 @@ from transformer_lit.induction import (ablate_heads, attention_only_lm, attentio
     train_induction)
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
+# one pytest-xdist worker runs this whole file (`make test`: -n 2 --dist loadgroup), so its module fixtures are built once
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.xdist_group("test_induction")]   # tiny models: one thread (tests/conftest.py)
 
 def even(T, dtype=torch.float64):
     w = torch.ones(T, T, dtype=dtype).tril()
