@@ -31,7 +31,8 @@ setuptools.setup(
                  'Natural Language :: ' + cfg['language'].title()]
                 + ['Programming Language :: Python :: ' + v for v in py_versions[py_versions.index(min_python):]],
     url=cfg['git_url'],
-    packages=setuptools.find_packages(include=[cfg['lib_name'], cfg['lib_name'] + '.*']),
+    # namespace packages too: transformer_lit/js (the browser model's tl_model.js) is data inside the package, no __init__.py
+    packages=setuptools.find_namespace_packages(include=[cfg['lib_name'], cfg['lib_name'] + '.*']),
     include_package_data=True,
     install_requires=requirements,
     extras_require={'lab': lab_requirements, 'dev': dev_requirements},

@@ -103,6 +103,9 @@ def test_metadata_of_a_built_wheel(tmp_path):
     assert plain == RUNTIME, plain
     extras = {l.split(":", 1)[1].strip() for l in meta.splitlines() if l.startswith("Provides-Extra:")}
     assert extras == {"lab", "dev"}
+    names = set(zipfile.ZipFile(whl).namelist())                       # the data the package reads at run time ships with it
+    assert {"transformer_lit/js/tl_model.js", "transformer_lit/gpu_tuning.json"} <= names
+    assert not any("__pycache__" in n or n.startswith(("tests/", "nbs/")) for n in names)
 
 
 def _heavy_after_import(mods):
