@@ -188,9 +188,11 @@ def test_bench_gqa_rows_bytes_and_ratios():
     for b in ("sdpa", "math"):
         for G in (8, 2, 1):
             g, rep = by[(b, G, "grouped")], by[(b, G, "repeated")]
-            assert g["vs_repeated_bytes"] == G / 8 and g["vs_repeated_ms"] == pytest.approx(g["ms"] / rep["ms"])
+            assert g["vs_repeated_bytes"] == G / 8 and g["vs_repeated_lo"] <= g["vs_repeated_ms"] <= g["vs_repeated_hi"]   # paired by round
+            assert g["ms_lo"] <= g["ms"] <= g["ms_hi"] and rep["vs_repeated_lo"] == rep["vs_repeated_hi"] == 1.0
     table = gqa_table(rows, "t").splitlines()
-    assert table[:3] == ["**t**", "", "| backend | G (kv heads) | layer | cached heads | cache bytes | step median ms | time / repeated | cache / repeated | max abs diff |"]
+    assert table[:3] == ["**t**", "", "| backend | G (kv heads) | layer | cached heads | cache bytes | step median ms | ms min–max | time / repeated | "
+                         "time / repeated, min–max over rounds | cache / repeated | max abs diff |"]
     assert len(table) == 4 + len(rows) and table[4].startswith("| sdpa | 8 | grouped | 8 | 16,384 | ")
     assert [r["G"] for r in bench_gqa(batch=1, context=4, d_model=16, n_heads=4, kv_heads=(2,), backends=("math",), repeats=1, warmup=0)] == [2, 2]
     with pytest.raises(ValueError, match=r"^kv_heads contains 3, which does not divide n_heads=8$"):
@@ -278,7 +280,8 @@ def test_bench_compile_structure_and_equality():
     assert [r["workload"] for r in rows] == ["forward", "train", "decode"]
     for r in rows:
         assert r["allclose"] and r["max_abs_diff"] <= 1e-5 and r["eager_ms"] > 0 and r["compiled_ms"] > 0 and r["compile_s"] > 0
-        assert r["ratio"] == pytest.approx(r["compiled_ms"] / r["eager_ms"]) and not r["fullgraph"]
+        assert r["ratio"] == pytest.approx(r["compiled_ms"] / r["eager_ms"]) and not r["fullgraph"]   # one round: one paired ratio
+        assert r["ratio_lo"] == r["ratio"] == r["ratio_hi"] and r["reading"] == bench.ratio_reading(r["ratio_lo"], r["ratio_hi"])
     assert bench.torch_compile_table(rows).splitlines()[0].startswith("| workload | eager ms | compiled ms | compiled / eager |")
     with pytest.raises(ValueError, match=r"^workloads=\('eval',\) must be a non-empty subset"): bench.bench_compile(cfg, seq_len=8, workloads=("eval",))
     with pytest.raises(ValueError, match=r"^seq_len=256 must be <= config.max_len=16$"): bench.bench_compile(cfg)

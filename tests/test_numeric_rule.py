@@ -12,7 +12,7 @@ arguments, each called with small valid base arguments. For an int argument NaN 
 """
 import math, re
 import numpy as np, pytest, torch
-from transformer_lit import attention, norm, ffn, positional, model, decoding, scaling, train, multihead, blocks
+from transformer_lit import attention, norm, ffn, positional, model, decoding, scaling, train, multihead, blocks, bench
 
 def _x(*shape): return torch.randn(*shape, generator=torch.Generator().manual_seed(0))
 
@@ -49,6 +49,8 @@ CASES = [
     ("lr_factor", lambda v: train.TrainConfig(lr_factor=v).lr_factor, 0.5, False),
     ("eps", lambda v: train.TrainConfig(eps=v).eps, 0.25, False),
     ("clip", lambda v: train.TrainConfig(clip=v).clip, 0.5, False),
+    # a time.time() value: 0.5 is long past, so the sweep times nothing and every row says so
+    ("deadline", lambda v: bench.bench_attention([8], backends=["sdpa"], heads=1, head_dim=8, progress=False, deadline=v), 0.5, False),
     # integer arguments: a float (NaN and inf included) is the wrong kind, a TypeError
     ("top_k", lambda v: decoding.sample_next(L, top_k=v, generator=torch.Generator().manual_seed(0)), 2, False),
     ("top_k", lambda v: decoding.filter_logits(L, top_k=v), 2, False),

@@ -9,16 +9,17 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from .attention import attention_backends, backend_names, causal_mask, check_int, choose_backend, _check_float_dtype
+from .checks import _check_real
 from .flash import attention_flops, peak_memory
 from .model import DecoderOnlyLM, TransformerConfig, assert_greedy_agrees
 from .fast_decoding import StaticCache, fast_generate, new_static_cache
 from .multihead import KVCache, MultiHeadAttention
 
 # %% auto #0
-__all__ = ['SDPA_KERNELS', 'SETTINGS', 'PLOT_LABELS', 'DTYPES', 'PEER_WORKLOADS', 'time_ms', 'bench_backends', 'available_bytes',
-           'math_bytes', 'bench_attention', 'attention_columns', 'markdown_table', 'plot_bench', 'bench_mha',
-           'mha_table', 'ratio_reading', 'repeated_kv_layer', 'bench_gqa', 'gqa_table', 'parse_args', 'main',
-           'lm_inputs', 'decode_step', 'bench_compile', 'torch_compile_table', 'bench_peer', 'peer_table']
+__all__ = ['SDPA_KERNELS', 'SETTINGS', 'PLOT_LABELS', 'DTYPES', 'PEER_WORKLOADS', 'time_ms', 'cpu_name', 'bench_backends',
+           'available_bytes', 'math_bytes', 'bench_attention', 'attention_columns', 'markdown_table', 'plot_bench',
+           'bench_mha', 'mha_table', 'ratio_reading', 'repeated_kv_layer', 'bench_gqa', 'gqa_table', 'parse_args',
+           'main', 'lm_inputs', 'decode_step', 'bench_compile', 'torch_compile_table', 'bench_peer', 'peer_table']
 
 # %% ../nbs/17_benchmarks.ipynb #071bd046
 def time_ms(fn, # called with no arguments
@@ -68,6 +69,11 @@ def _ratios(a, b) -> dict:
     "The spread of the paired ratios a[i] / b[i] of two interleaved series (round i of each ran moments apart)."
     return _spread([x / y for x, y in zip(a, b)])
 
+def cpu_name() -> str:
+    "The processor's model name from /proc/cpuinfo (Linux), else 'an unnamed processor': the machine a timing comes from."
+    try: return next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+    except (OSError, StopIteration): return "an unnamed processor"
+
 # %% ../nbs/17_benchmarks.ipynb #23d821d4
 SDPA_KERNELS = {"sdpa-flash": "FLASH_ATTENTION", "sdpa-efficient": "EFFICIENT_ATTENTION", "sdpa-cudnn": "CUDNN_ATTENTION"}
 
@@ -116,10 +122,8 @@ def available_bytes(device="cpu") -> int:
 def _check_dtype(dtype): _check_float_dtype("dtype", dtype)
 
 def _check_deadline(deadline):
-    "Raise unless `deadline` is None or a finite time.time() value."
-    if deadline is None: return
-    if isinstance(deadline, bool) or not isinstance(deadline, (int, float)): raise TypeError(f"deadline={deadline!r} must be a number (a time.time() value) or None")
-    if not math.isfinite(deadline): raise ValueError(f"deadline={deadline!r} must be a finite number (a time.time() value) or None")
+    "Return `deadline` as a float (or None); the numeric rule: a str or bool is a `TypeError`, NaN or inf a `ValueError`, naming it."
+    return _check_real("deadline", deadline, "a finite number (a time.time() value) or None", allow_none=True)
 
 def _check_log(log):
     "Raise a `TypeError` unless `log` is None or callable."
@@ -369,9 +373,9 @@ def bench_gqa(batch: int=4, context: int=1024, d_model: int=512, n_heads: int=8,
               kv_heads=None, # the G to measure; default (H, H/4, 1)
               backends=("sdpa", "math"), # attention backends to time the step on
               dtype=torch.float32, device="cpu",
-              repeats: int=20, warmup: int=3, # timed steps (median) and untimed ones
+              repeats: int=20, warmup: int=3, # timed rounds (both layers once per round; median and range) and untimed ones
              ) -> list[dict]:
-    "One decoding step at G key/value heads against the same layer with K/V repeated to H heads: ms, cache bytes, ratios."
+    "One decoding step at G key/value heads against the same layer with K/V repeated to H heads, interleaved: ms and range, cache bytes, paired ratio and range."
     for name, val in (("batch", batch), ("context", context), ("d_model", d_model), ("n_heads", n_heads), ("repeats", repeats)):
         check_int(name, val)
     check_int("warmup", warmup, 0); _check_dtype(dtype)
@@ -397,16 +401,12 @@ def bench_gqa(batch: int=4, context: int=1024, d_model: int=512, n_heads: int=8,
                 steps[variant] = (lambda lay=lay, c=prefill: _decode_step(lay, c.k, c.v, x))
                 pair[variant] = dict(backend=backend, G=G, variant=variant, cache_heads=prefill.k.shape[1],
                                      cache_bytes=prefill.nbytes(), out=steps[variant]()[0])
-            times = {v: [] for v in steps}
-            for i in range(warmup + repeats):                   # interleaved, so a drifting machine affects both alike
-                for v, step in steps.items():
-                    ms = time_ms(step, device, repeats=1, warmup=0)
-                    if i >= warmup: times[v].append(ms)
-            for v in steps: pair[v]["ms"] = statistics.median(times[v])
+            times = _interleaved(steps, device, repeats, warmup)     # round by round, who goes first rotating
             err = (pair["grouped"].pop("out") - pair["repeated"].pop("out")).abs().max().item()
             for variant in ("grouped", "repeated"):
-                r = pair[variant]
-                r.update(max_abs_diff=err, vs_repeated_ms=r["ms"] / pair["repeated"]["ms"],
+                r, s, q = pair[variant], _spread(times[variant]), _ratios(times[variant], times["repeated"])   # q: paired by round
+                r.update(ms=s["median"], ms_lo=s["lo"], ms_hi=s["hi"], max_abs_diff=err,
+                         vs_repeated_ms=q["median"], vs_repeated_lo=q["lo"], vs_repeated_hi=q["hi"],
                          vs_repeated_bytes=r["cache_bytes"] / pair["repeated"]["cache_bytes"])
                 rows.append(r)
     return rows
@@ -415,7 +415,8 @@ def gqa_table(rows: list[dict], title: str|None=None) -> str:
     "The rows of `bench_gqa` as a markdown table."
     return markdown_table(rows, title, [("backend", "backend", ""), ("G (kv heads)", "G", "d"), ("layer", "variant", ""),
                                         ("cached heads", "cache_heads", "d"), ("cache bytes", "cache_bytes", ","),
-                                        ("step median ms", "ms", ".3f"), ("time / repeated", "vs_repeated_ms", ".2f"),
+                                        ("step median ms", "ms", ".3f"), ("ms min–max", _range("ms_lo", "ms_hi", ".3f"), ""),
+                                        ("time / repeated", "vs_repeated_ms", ".2f"), ("time / repeated, min–max over rounds", _range("vs_repeated_lo", "vs_repeated_hi"), ""),
                                         ("cache / repeated", "vs_repeated_bytes", ".3f"), ("max abs diff", "max_abs_diff", ".1e")])
 
 
@@ -518,13 +519,13 @@ def _train_step(model, opt, idx, targets):
 def bench_compile(config=None, # a TransformerConfig; default B8 T256 d256 L4 (vocab 1024, 4 heads, d_ff 1024, dropout 0)
                   batch: int=8, seq_len: int=256, # the training and evaluation input (B, T); the decoding context is T - 1 tokens
                   workloads=("forward", "train", "decode"),
-                  repeats: int=5, warmup: int=2, # timed runs (median) and untimed runs after the compiling call, eager and compiled alternating
+                  repeats: int=5, warmup: int=2, # timed rounds (eager and compiled once each, the order rotating) and untimed ones after the compiling call
                   fullgraph: bool=False, # torch.compile's fullgraph (True fails where the model still breaks its graph)
                   backend: str="inductor", # torch.compile's backend ("aot_eager" traces without generating code: fast, for tests)
                   device="cpu", seed: int=0,
                   cold: bool=True, # compile without torch's on-disk caches, so that compile_s is a first compile on any run
                  ) -> list[dict]:
-    "torch.compile against eager for a DecoderOnlyLM: eval forward, training step, cached decoding step; median ms, ratio, compile time, equality."
+    "torch.compile against eager for a DecoderOnlyLM: eval forward, training step, cached decoding step; median ms and range, paired ratio and range, compile time, equality."
     if config is None: config = TransformerConfig(vocab_size=1024, d_model=256, n_heads=4, n_layers=4, d_ff=1024, dropout=0.0, max_len=512)
     if not isinstance(config, TransformerConfig): raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
     batch, seq_len, repeats = check_int("batch", batch), check_int("seq_len", seq_len, 2), check_int("repeats", repeats)
@@ -556,13 +557,11 @@ def bench_compile(config=None, # a TransformerConfig; default B8 T256 d256 L4 (v
         if w == "train":                                            # one step from the same weights: the same new weights
             p_diff = max((a - b).abs().max().item() for a, b in zip(eager.parameters(), compiled.parameters()))
             diff, same = max(diff, p_diff), same and p_diff <= 1e-5
-        times = ([], [])
-        for i in range(warmup + repeats):                           # interleaved, so a drifting machine slows both alike
-            for ts, r in zip(times, (run_e, run_c)):
-                ms = time_ms(r, device, repeats=1, warmup=0)
-                if i >= warmup: ts.append(ms)
-        eager_ms, compiled_ms = (statistics.median(ts) for ts in times)
-        rows.append(dict(workload=w, eager_ms=eager_ms, compiled_ms=compiled_ms, ratio=compiled_ms / eager_ms, compile_s=compile_s,
+        times = _interleaved({"eager": run_e, "compiled": run_c}, device, repeats, warmup)   # round by round, the order rotating
+        s_e, s_c, q = _spread(times["eager"]), _spread(times["compiled"]), _ratios(times["compiled"], times["eager"])
+        rows.append(dict(workload=w, eager_ms=s_e["median"], eager_lo=s_e["lo"], eager_hi=s_e["hi"], compiled_ms=s_c["median"],
+                         compiled_lo=s_c["lo"], compiled_hi=s_c["hi"], ratio=q["median"], ratio_lo=q["lo"], ratio_hi=q["hi"],
+                         reading=ratio_reading(q["lo"], q["hi"]), compile_s=compile_s,
                          max_abs_diff=diff, allclose=bool(same), fullgraph=fullgraph, backend=backend))
     eager.eval()
     return rows
@@ -580,7 +579,9 @@ def _workload(name, model, idx, targets, cache):
 def torch_compile_table(rows: list[dict], title: str|None=None) -> str:
     "The rows of `bench_compile` as a markdown table."
     return markdown_table(rows, title, [("workload", "workload", ""), ("eager ms", "eager_ms", ".2f"), ("compiled ms", "compiled_ms", ".2f"),
-                                        ("compiled / eager", "ratio", ".2f"), ("first compiled call s", "compile_s", ".1f"),
+                                        ("compiled / eager", "ratio", ".2f"), ("min–max over rounds", _range("ratio_lo", "ratio_hi"), ""),
+                                        ("reading", "reading", ""), ("eager min–max", _range("eager_lo", "eager_hi"), ""),
+                                        ("compiled min–max", _range("compiled_lo", "compiled_hi"), ""), ("first compiled call s", "compile_s", ".1f"),
                                         ("max abs diff", "max_abs_diff", ".1e"), ("allclose", "allclose", "")])
 
 
