@@ -630,16 +630,16 @@ for p, i in (("n_kv_heads", 0), ("d_head", 1), ("seq_len", 2), ("n_layers", 3), 
     args = [2, 4, 8, 1, 1]; args[i] = -1
     R(f"multihead.kv_cache_bytes.{p}.negative", KB + p, ValueError, [f"{p}=-1"], lambda args=args: multihead.kv_cache_bytes(*args))
 R("multihead.kv_cache_bytes.dtype.str", KB + "dtype", TypeError, ["dtype='bf16'"], lambda: multihead.kv_cache_bytes(2, 4, 8, dtype="bf16"))
-KA = MH + "KVCache.append:"
-R("multihead.KVCache.append.k.str", KA + "k", TypeError, ["k", "str"], lambda: multihead.KVCache().append("k", T(1, 2, 3, 4)))
-R("multihead.KVCache.append.v.str", KA + "v", TypeError, ["v", "str"], lambda: multihead.KVCache().append(T(1, 2, 3, 4), "v"))
+KA = "decoding.KVCache.append:"                                       # chapter 10's cache
+R("decoding.KVCache.append.k.str", KA + "k", TypeError, ["k", "str"], lambda: decoding.KVCache().append("k", T(1, 2, 3, 4)))
+R("decoding.KVCache.append.v.str", KA + "v", TypeError, ["v", "str"], lambda: decoding.KVCache().append(T(1, 2, 3, 4), "v"))
 def _append_twice(k2, v2):
-    c = multihead.KVCache(); c.append(T(1, 2, 3, 4), T(1, 2, 3, 4)); return c.append(k2, v2)
-R("multihead.KVCache.append.k.heads_changed", KA + "k", ValueError, ["k.shape=(1, 3, 1, 4)", "(1, 2, 3, 4)"],
+    c = decoding.KVCache(); c.append(T(1, 2, 3, 4), T(1, 2, 3, 4)); return c.append(k2, v2)
+R("decoding.KVCache.append.k.heads_changed", KA + "k", ValueError, ["k.shape=(1, 3, 1, 4)", "(1, 2, 3, 4)"],
   lambda: _append_twice(T(1, 3, 1, 4), T(1, 3, 1, 4)))
-R("multihead.KVCache.append.v.width_changed", KA + "v", ValueError, ["v.shape=(1, 2, 1, 5)"],
+R("decoding.KVCache.append.v.width_changed", KA + "v", ValueError, ["v.shape=(1, 2, 1, 5)"],
   lambda: _append_twice(T(1, 2, 1, 4), T(1, 2, 1, 5)))
-R("multihead.KVCache.append.k.rank2", KA + "k", ValueError, [("k.dim()=2", "k.shape=(3, 4)")], lambda: multihead.KVCache().append(T(3, 4), T(3, 4)))
+R("decoding.KVCache.append.k.rank2", KA + "k", ValueError, [("k.dim()=2", "k.shape=(3, 4)")], lambda: decoding.KVCache().append(T(3, 4), T(3, 4)))
 
 MC = MH + "MultiHeadAttention:"
 R("multihead.MultiHeadAttention.d_model.zero", MC + "d_model", ValueError, ["d_model=0"], lambda: multihead.MultiHeadAttention(0, 1))
@@ -1875,10 +1875,12 @@ EXEMPT_CALLABLES: dict = {
     "attention.backend_names": NO_ARGS,
     "norm.LayerNorm.extra_repr": REPR, "norm.RMSNorm.extra_repr": REPR, "norm.Residual.extra_repr": REPR,
     "ffn.FeedForward.extra_repr": REPR, "positional.RotaryEmbedding.extra_repr": REPR, "model.TokenEmbedding.extra_repr": REPR,
-    "multihead.KVCache": NO_ARGS, "multihead.KVCache.nbytes": NO_ARGS, "multihead.CrossKVCache": NO_ARGS,
-    "multihead.CrossKVCache.nbytes": NO_ARGS, "decoding.DecoderCache.nbytes": NO_ARGS,
+    "decoding.KVCache": NO_ARGS, "decoding.KVCache.nbytes": NO_ARGS, "decoding.CrossKVCache": NO_ARGS,
+    "decoding.CrossKVCache.nbytes": NO_ARGS, "decoding.DecoderCache.nbytes": NO_ARGS,
     "fast_decoding.StaticKVCache.nbytes": NO_ARGS, "fast_decoding.StaticCache.nbytes": NO_ARGS,
-    "multihead.KVCache.key_mask": KEY_MASK, "fast_decoding.StaticKVCache.key_mask": KEY_MASK,
+    "decoding.KVCache.key_mask": KEY_MASK, "fast_decoding.StaticKVCache.key_mask": KEY_MASK, "decoding.CrossKVCache.key_mask": KEY_MASK,
+    "decoding.CrossKVCache.append": ("the cache protocol's store, called by MultiHeadAttention with the memory's keys and values it has "
+                                     "just projected from a checked key (not user input)"),
     "train.translate_vocab": NO_ARGS, "train.Seq2SeqData.eval_indices": NO_ARGS, "train.LMData.eval_indices": NO_ARGS,
     "train.world": NO_ARGS,
     "train.step_seed": "hashes its four arguments as text: any values give a valid seed (nothing to reject)", "flash_triton.interpreter_loop_error": NO_ARGS, "flash_triton.interpreting": NO_ARGS,
@@ -1975,7 +1977,6 @@ EXEMPT_PARAMS: dict = {
     ("multihead.attention_cost", "bias"): FLAG, ("multihead.attention_cost", "qkv_bias"): FLAG + " (None follows bias)",
     ("multihead.MultiHeadAttention", "bias"): FLAG, ("blocks.make_norm", "bias"): FLAG,
     ("blocks.EncoderBlock", "bias"): FLAG, ("blocks.DecoderBlock", "bias"): FLAG, ("blocks.DecoderOnlyBlock", "bias"): FLAG,
-    ("blocks.DecoderBlock.forward", "use_cache"): FLAG, ("blocks.DecoderOnlyBlock.forward", "use_cache"): FLAG,
     ("model.TokenEmbedding", "scale"): FLAG,
     ("decoding.lm_generate", "greedy"): FLAG, ("decoding.lm_generate", "use_cache"): FLAG,
     ("decoding.seq2seq_generate", "greedy"): FLAG, ("decoding.seq2seq_generate", "use_cache"): FLAG,

@@ -11,12 +11,12 @@ from torch import Tensor
 from .checks import _check_rows, check_attention_mask, check_bool, check_int, check_tokens, check_values
 from .checks import _check_kv_static, _check_static_cache, _check_static_rows
 from .attention import _SDPA_HAS_GQA, choose_backend, repeat_kv
-from .multihead import CrossKVCache, MultiHeadAttention, _nbytes, _rotate
+from .multihead import MultiHeadAttention, _rotate
 from .norm import LayerNorm, RMSNorm
 from .blocks import DecoderOnlyBlock
 from .ffn import FeedForward, SwiGLU
 from .model import DecoderOnlyLM, Transformer   # the models the caches serve (type hints)
-from .decoding import lm_generate, new_cache
+from .decoding import CrossKVCache, _nbytes, lm_generate, new_cache
 
 # %% auto #0
 __all__ = ['StaticKVCache', 'StaticCache', 'new_static_cache', 'fast_generate']
