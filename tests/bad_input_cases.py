@@ -571,9 +571,11 @@ R("masks.to_additive.dtype.int64", MK + "to_additive:dtype", TypeError, ["dtype=
 PM = MK + "padding_mask:"
 R("masks.padding_mask.lengths.str", PM + "lengths", TypeError, ["lengths", "str"], lambda: masks.padding_mask("3"))
 R("masks.padding_mask.lengths.float", PM + "lengths", TypeError, ["lengths", "torch.float32"], lambda: masks.padding_mask(torch.tensor([1.0, 2.0])))
-R("masks.padding_mask.lengths.float_list", PM + "lengths", TypeError, ["lengths[0]=1.5", "int"], lambda: masks.padding_mask([1.5, 2]))
+R("masks.padding_mask.lengths.float_list", PM + "lengths", TypeError, ["lengths", "float"], lambda: masks.padding_mask([1.5, 2]))
 R("masks.padding_mask.lengths.bool", PM + "lengths", TypeError, ["lengths", "torch.bool"], lambda: masks.padding_mask(torch.tensor([True])))
 R("masks.padding_mask.lengths.rank2", PM + "lengths", ValueError, ["lengths", "(1, 2)"], lambda: masks.padding_mask(torch.tensor([[1, 2]])))
+R("masks.padding_mask.lengths.str_item", PM + "lengths", TypeError, ["lengths[1]='3'", "int"], lambda: masks.padding_mask([1, "3"]))
+R("masks.padding_mask.lengths.bool_item", PM + "lengths", TypeError, ["lengths[0]=True", "int"], lambda: masks.padding_mask([True, 2]))
 R("masks.padding_mask.lengths.negative", PM + "lengths", ValueError, ["lengths=[-1, 2]", ">= 0"], lambda: masks.padding_mask([-1, 2]))
 R("masks.padding_mask.max_len.too_small", PM + "max_len", ValueError, ["lengths=[1, 3]", "max_len=2"], lambda: masks.padding_mask([1, 3], 2))
 R("masks.padding_mask.max_len.negative", PM + "max_len", ValueError, ["max_len=-1"], lambda: masks.padding_mask([0], -1))

@@ -112,7 +112,7 @@ def test_padding_mask_counts(lengths, extra):
     (lambda: padding_mask([3, -1]), ValueError, r"lengths=\[3, -1\] must be >= 0"),
     (lambda: padding_mask([3, 6], max_len=5), ValueError, r"lengths=\[3, 6\] must be <= max_len=5"),
     (lambda: padding_mask(torch.tensor([[1, 2]])), ValueError, r"lengths.shape=\(1, 2\) must be 1-D \(B,\)"),
-    (lambda: padding_mask([2.5, 1.0]), TypeError, r"lengths\[0\]=2.5 must be an int"),
+    (lambda: padding_mask([2.5, 1.0]), TypeError, "lengths.dtype=torch.float32 must be an integer dtype"),
     (lambda: padding_mask(torch.tensor([True])), TypeError, "lengths.dtype=torch.bool must be an integer dtype"),
     (lambda: padding_mask([1, 2], max_len=-1), ValueError, "max_len=-1 must be an int >= 0"),
     (lambda: padding_mask([1, 2], max_len=3.0), TypeError, "max_len=3.0 must be an int >= 0"),

@@ -266,9 +266,9 @@ EXCLUDED_PARAMS = {
     ("positional.rope_inv_freq", "seq_len"): "also takes a tensor of lengths (dynamic scaling, traced)",
     ("positional.RotaryEmbedding.rows", "seq_len"): "also takes a tensor of lengths (dynamic scaling, traced)",
     ("decoding.gnmt_penalty", "length"): "also takes a tensor of lengths (one per beam)",
-    ("decoding.beam_search", "eos_ids"): "an id or a list of ids: the list's items are checked as items (stop_ids)",
-    ("decoding.lm_beam_search", "eos_ids"): "an id or a list of ids: the list's items are checked as items (stop_ids)",
-    ("decoding.seq2seq_beam_search", "eos_ids"): "an id or a list of ids: the list's items are checked as items (stop_ids)",
+    ("decoding.beam_search", "eos_ids"): "an id or a list of ids, checked by the same `_stops` as lm_generate's eos_ids, which the walk feeds",
+    ("decoding.lm_beam_search", "eos_ids"): "an id or a list of ids, checked by the same `_stops` as lm_generate's eos_ids, which the walk feeds",
+    ("decoding.seq2seq_beam_search", "eos_ids"): "an id or a list of ids, checked by the same `_stops` as lm_generate's eos_ids, which the walk feeds",
     ("exercises.expect_equal", "expected"): "the course's own reference value, written in the exercise cell",
     ("train.cross_attention_weights", "layer"): "an index into the decoder's blocks: negative values count from the end",
 }

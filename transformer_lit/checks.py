@@ -548,8 +548,10 @@ def _check_lengths(lengths, max_len):
     "Return (lengths as a 1-D integer tensor, max_len as an int, default the largest length); raise unless 0 <= lengths <= max_len (`padding_mask`)."
     if not isinstance(lengths, (torch.Tensor, list, tuple)):
         raise TypeError(f"lengths must be a 1-D integer tensor or a list of ints, got {type(lengths).__name__}")
-    if not isinstance(lengths, torch.Tensor):  # each item an int (named lengths[i]); an empty list gives an empty int tensor
-        lengths = torch.tensor(_check_int_items("lengths", lengths, minimum=None), dtype=torch.long)
+    if not isinstance(lengths, torch.Tensor):  # an item that is no number (a str, a bool) is named; floats fail on the dtype below
+        for i, v in enumerate(lengths):
+            if isinstance(v, bool) or not isinstance(v, numbers.Real): check_int(f"lengths[{i}]", v, minimum=None)
+        lengths = torch.as_tensor(lengths) if len(lengths) else torch.zeros(0, dtype=torch.long)   # [] would be float32
     _check_int_tensor("lengths", lengths)
     if lengths.dim() != 1: raise ValueError(f"lengths.shape={tuple(lengths.shape)} must be 1-D (B,)")
     check_values(lengths >= 0, lambda: f"lengths={lengths.tolist()} must be >= 0")
