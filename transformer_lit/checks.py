@@ -778,7 +778,8 @@ def _check_config(c, # a `TransformerConfig` (chapter 09), checked when it is cr
 
 def _check_length(T, past, max_len, name="idx"):
     "Raise a `ValueError` when positions past .. past+T-1 go beyond `max_len` (T and past: ints >= 0)."
-    T, past = check_int("T", T, minimum=0), check_int("past", past, minimum=0)
+    if not isinstance(T, torch.SymInt): T = check_int("T", T, minimum=0)            # a traced length (torch.compile with
+    if not isinstance(past, torch.SymInt): past = check_int("past", past, minimum=0)  # dynamic shapes) is an int already
     if past + T > max_len:
         what = f"{name}.shape[1]={T}" + (f" after {past} cached tokens" if past else "")
         raise ValueError(f"{what} must be <= max_len={max_len} (positions 0..max_len-1)")
