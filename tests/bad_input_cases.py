@@ -280,7 +280,7 @@ R("scaling.ScalingExplorer.__call__.temperature.nan", S + "ScalingExplorer.__cal
   lambda: explorer()(4, temperature=NAN))
 R("scaling.ScalingExplorer.__call__.seed.negative", S + "ScalingExplorer.__call__:seed", ValueError, ["seed=-1"],
   lambda: explorer()(4, seed=-1))
-R("scaling.ScalingExplorer.curve.d_ks.zero", S + "ScalingExplorer.curve:d_ks", ValueError, ["d_k=0"], lambda: explorer().curve([4, 0]))
+R("scaling.ScalingExplorer.curve.d_ks.zero", S + "ScalingExplorer.curve:d_ks", ValueError, ["d_ks[1]=0"], lambda: explorer().curve([4, 0]))
 R("scaling.ScalingExplorer.curve.d_ks.int", S + "ScalingExplorer.curve:d_ks", TypeError, ["d_ks=4"], lambda: explorer().curve(4))
 R("scaling.ScalingExplorer.curve.temperature.zero", S + "ScalingExplorer.curve:temperature", ValueError, ["temperature=0"],
   lambda: explorer().curve([4], temperature=0))
@@ -574,6 +574,8 @@ R("masks.padding_mask.lengths.float", PM + "lengths", TypeError, ["lengths", "to
 R("masks.padding_mask.lengths.float_list", PM + "lengths", TypeError, ["lengths", "float"], lambda: masks.padding_mask([1.5, 2]))
 R("masks.padding_mask.lengths.bool", PM + "lengths", TypeError, ["lengths", "torch.bool"], lambda: masks.padding_mask(torch.tensor([True])))
 R("masks.padding_mask.lengths.rank2", PM + "lengths", ValueError, ["lengths", "(1, 2)"], lambda: masks.padding_mask(torch.tensor([[1, 2]])))
+R("masks.padding_mask.lengths.str_item", PM + "lengths", TypeError, ["lengths[1]='3'", "int"], lambda: masks.padding_mask([1, "3"]))
+R("masks.padding_mask.lengths.bool_item", PM + "lengths", TypeError, ["lengths[0]=True", "int"], lambda: masks.padding_mask([True, 2]))
 R("masks.padding_mask.lengths.negative", PM + "lengths", ValueError, ["lengths=[-1, 2]", ">= 0"], lambda: masks.padding_mask([-1, 2]))
 R("masks.padding_mask.max_len.too_small", PM + "max_len", ValueError, ["lengths=[1, 3]", "max_len=2"], lambda: masks.padding_mask([1, 3], 2))
 R("masks.padding_mask.max_len.negative", PM + "max_len", ValueError, ["max_len=-1"], lambda: masks.padding_mask([0], -1))
@@ -1095,8 +1097,8 @@ R("decoding.sample_next.generator.str", SN + "generator", TypeError, ["generator
 SS = "checks.stop_setup:"
 R("checks.stop_setup.eos_id.too_large", SS + "eos_id", ValueError, ["eos_id=11", "vocab_size=11"], lambda: checks.stop_setup(V, eos_id=11))
 R("checks.stop_setup.vocab_size.named", SS + "vocab_size", ValueError, ["eos_id=5", "vocab_size=5"], lambda: checks.stop_setup(5, eos_id=5))
-R("checks.stop_setup.stop_ids.int", SS + "stop_ids", ValueError, ["stop_ids=3"], lambda: checks.stop_setup(V, stop_ids=3))
-R("checks.stop_setup.stop_ids.bool_entry", SS + "stop_ids", TypeError, ["stop_ids=True"], lambda: checks.stop_setup(V, stop_ids=[True]))
+R("checks.stop_setup.stop_ids.int", SS + "stop_ids", TypeError, ["stop_ids=3"], lambda: checks.stop_setup(V, stop_ids=3))
+R("checks.stop_setup.stop_ids.bool_entry", SS + "stop_ids", TypeError, ["stop_ids[0]=True"], lambda: checks.stop_setup(V, stop_ids=[True]))
 R("checks.stop_setup.pad_id.str", SS + "pad_id", TypeError, ["pad_id='0'"], lambda: checks.stop_setup(V, pad_id="0"))
 LP = "checks.left_padding_mask:"
 R("checks.left_padding_mask.attention_mask.right_padded", LP + "attention_mask", ValueError, ["attention_mask", "left-padded"],

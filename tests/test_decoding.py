@@ -353,12 +353,13 @@ def test_beam_on_tiny_random_models(seed, K):
     for b in range(2): assert math.isclose(logp[b].item(), lm_seq_log_prob(m, idx[b].tolist(), out[b, 3:], 3), abs_tol=1e-9)
     torch.testing.assert_close(score, logp)                                 # α = 0: the score is the log-probability
 
-@pytest.mark.parametrize("kw, msg", [
-    (dict(beam_size=0), "beam_size=0 must be an int >= 1"), (dict(beam_size=True), "beam_size=True must be an int >= 1"),
-    (dict(length_penalty=float("nan")), "length_penalty=nan must be a finite number"), (dict(eos_ids=99), "eos_ids=99 must be an int")])
-def test_bad_beam_arguments(kw, msg):
-    with pytest.raises(ValueError, match=re.escape(msg)): lm_beam_search(lm_of("rope"), torch.ones(1, 3, dtype=torch.long), 4, **kw)
-    with pytest.raises(ValueError, match=re.escape(msg)): seq2seq_beam_search(s2s_of(), torch.ones(1, 3, dtype=torch.long), 4, 1, **kw)
+@pytest.mark.parametrize("kw, exc, msg", [   # a bool is the wrong kind (TypeError), 0 the wrong value (ValueError)
+    (dict(beam_size=0), ValueError, "beam_size=0 must be an int >= 1"), (dict(beam_size=True), TypeError, "beam_size=True must be an int >= 1"),
+    (dict(length_penalty=float("nan")), ValueError, "length_penalty=nan must be a finite number"),
+    (dict(eos_ids=99), ValueError, "eos_ids=99 must be an int")])
+def test_bad_beam_arguments(kw, exc, msg):
+    with pytest.raises(exc, match=re.escape(msg)): lm_beam_search(lm_of("rope"), torch.ones(1, 3, dtype=torch.long), 4, **kw)
+    with pytest.raises(exc, match=re.escape(msg)): seq2seq_beam_search(s2s_of(), torch.ones(1, 3, dtype=torch.long), 4, 1, **kw)
 
 # --- beam against greedy on chapter 12's translation task -------------------------------------------------------------
 def test_beam_beats_greedy_on_translation():
