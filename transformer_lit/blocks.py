@@ -113,7 +113,7 @@ class DecoderBlock(nn.Module):
                 memory_cache=None, # the memory's keys/values for the cross-attention (a cache with memory_kv): filled once, then reused
                ) -> Tensor: # (B, Lq, d_model)
         "Self-attention over the cached and new target tokens, cross-attention to the memory, FFN: `out` (B, Lq, d_model)."
-        _check_decoder_inputs(x, memory, None, self.d_model, self.self_attn.sublayer.out_proj.weight.dtype, None)
+        _check_decoder_inputs(x, memory, self.d_model, self.self_attn.sublayer.out_proj.weight.dtype)
         _check_cache(memory_cache, memory, "memory_cache", memory=True)      # chapter 01: a memory's cache, or None
         x = self.self_attn(x, mask=self_mask, is_causal=is_causal, attn_bias=attn_bias, positions=positions, cache=cache)
         x = self.cross_attn(x, memory, mask=memory_mask, cache=memory_cache)  # queries from x, keys and values from the memory

@@ -601,12 +601,10 @@ def _check_block_args(activation, layer_norm_eps, activations):
     if layer_norm_eps is not None: _check_eps(layer_norm_eps, "layer_norm_eps")   # the norms' ε, named as the block's argument
     if activation not in activations: raise ValueError(f"activation={activation!r} must be one of {activations}")
 
-def _check_decoder_inputs(x, memory, memory_cache, d_model, dtype, cache_type):
-    "Raise naming the argument unless the target `x` and the `memory` are (B, T, d_model) streams of one batch and `memory_cache` a `cache_type` or None."
+def _check_decoder_inputs(x, memory, d_model, dtype):
+    "Raise naming the argument unless the target `x` and the `memory` are (B, T, d_model) streams of one batch (chapter 08's `DecoderBlock` checks its `memory_cache` itself)."
     _check_stream(x, d_model, dtype=dtype); _check_stream(memory, d_model, "memory", dtype)
     if memory.shape[0] != x.shape[0]: raise ValueError(f"memory.shape[0]={memory.shape[0]} must equal x.shape[0]={x.shape[0]} (batch)")
-    if memory_cache is not None and not isinstance(memory_cache, cache_type):
-        raise TypeError(f"memory_cache must be a {cache_type.__name__} (the memory's keys and values) or None, got {type(memory_cache).__name__}")
 
 # %% ../nbs/appendix_checks.ipynb #eec23bf3
 def _check_number(name, value, above=None, allow_none=False, note=""):
@@ -705,8 +703,8 @@ def check_sampling(temperature=1.0, top_k=None, top_p=None, min_p=None, vocab_si
     _check_real("min_p", min_p, "None or a number in [0, 1]", lambda v: 0 <= v <= 1, allow_none=True)   # 1 keeps the top token and its ties
 
 def _check_id(name, value, vocab_size, allow_none=True):
-    "Raise a `TypeError` (not an int: bools are refused) or `ValueError` (outside [0, vocab_size)) unless `value` is a token id (or None when allowed)."
-    check_int(name, value, 0, vocab_size - 1, allow_none=allow_none, rule=f"{'None or ' if allow_none else ''}an int in [0, vocab_size={vocab_size})")
+    "Return `value` as an int (or None); raise a `TypeError` (not an int: bools are refused) or `ValueError` (outside [0, vocab_size)) unless it is a token id (or None when allowed)."
+    return check_int(name, value, 0, vocab_size - 1, allow_none=allow_none, rule=f"{'None or ' if allow_none else ''}an int in [0, vocab_size={vocab_size})")
 
 def stop_setup(vocab_size: int, eos_id=None, stop_ids=None, pad_id=None, default_pad=None):
     "Check the stop and pad ids; return (a list of stop ids, the pad id written after a stop)."
