@@ -283,36 +283,7 @@ INF_OK = {
 # They run as strict xfails: a fix makes the test pass, the xfail then fails, and the entry must go.
 _RETURN = "use the validator's return value ({p} = check_int(...)/_check_real(...)): a numpy scalar leaks into the result"
 KNOWN_BROKEN = {
-    **{("ffn.swiglu_hidden_dim", "multiple_of"): "nbs/04_ffn: " + _RETURN.format(p="multiple_of"),
-       ("ffn.SwiGLU", "multiple_of"): "nbs/04_ffn: check multiple_of (check_int) also when d_ff is given (it is ignored then, but a string passes)"},
-    **{("ffn.ffn_param_count", p): "nbs/04_ffn: " + _RETURN.format(p=p) for p in ("d_model", "d_ff")},
-    **{("multihead.attention_cost", p): "nbs/01_multihead: " + _RETURN.format(p=p) for p in ("d_model", "n_heads", "q_len", "k_len")},
-    **{("multihead.kv_cache_bytes", p): "nbs/01_multihead: " + _RETURN.format(p=p) for p in ("n_kv_heads", "d_head", "seq_len", "n_layers", "batch")},
-    **{("scaling.ScalingExplorer.__call__", p): "nbs/02_scaling: " + _RETURN.format(p=p) + " (ExplorerView holds it)" for p in ("d_k", "seed")},
-    ("positional.RotaryEmbedding.tables", "length"): "nbs/05_positional: length = check_int('length', length): np.int64 has no bit_length (AttributeError)",
-    ("positional.RotaryEmbedding.forward", "offset"): "nbs/05_positional: offset = check_int(...) before tables(): np.int64 has no bit_length (AttributeError)",
-    ("long_context.loss_by_position", "batch_size"): "nbs/06_long_context: " + _RETURN.format(p="batch_size") + " (torch.split refuses np.int64)",
-    ("decoding.top_k_filter", "k"): "nbs/10_decoding: the message names top_k, not k: check_int('k', k, 1, V) before check_sampling",
-    ("decoding.top_p_filter", "p"): "nbs/10_decoding: the message names top_p, not p: _check_real('p', p, 'a number in (0, 1]', ...)",
-    **{(k, "eos_ids"): "nbs/10_decoding: _stops takes a single eos id only as an int: test numbers.Integral (np.int64 is refused)"
-       for k in ("decoding.lm_generate", "decoding.seq2seq_generate", "fast_decoding.fast_generate")},
-    ("decoding.gnmt_penalty", "alpha"): "nbs/10_decoding: " + _RETURN.format(p="alpha") + " (returns np.float64)",
-    ("fast_decoding.StaticKVCache.key_mask", "q_len"): "nbs/11_fast_decoding: q_len is not checked: check_int('q_len', q_len)",
-    **{(k, "seed"): "nbs/12_training: seed = _check_seed(seed): random.Random refuses np.int64"
-       for k in ("train.reverse_pairs", "train.split_numbers", "train.numbers_by_digits", "train.batch_indices", "train.make_task")},
-    ("train.batch_indices", "step"): "nbs/12_training: " + _RETURN.format(p="step") + " (random.Random refuses np.int64)",
-    ("train.make_task", "block_size"): "nbs/12_training: check block_size (check_int) for every task, not only 'charlm'",
-    **{("train.step_seed", p): f"nbs/12_training: step_seed checks nothing: check_int('{p}', {p}, 0)" for p in ("seed", "step", "rank", "micro")},
-    **{(k, "block_size"): "nbs/12_training: " + _RETURN.format(p="block_size") for k in ("train.LMData", "train.char_lm_data")},
-    **{("train.noam_lr", p): "nbs/12_training: " + _RETURN.format(p=p) for p in ("step", "d_model", "warmup", "factor")},
-    **{("train.TrainConfig", p): "nbs/12_training: __post_init__ should store the checked value (setattr(self, name, check_int(...)))"
-       for p in ("steps", "batch_size", "warmup", "lr_factor", "eps", "weight_decay", "label_smoothing", "clip", "eval_every",
-                 "eval_items", "seed", "grad_accum")},
-    **{(k, "batch_size"): "nbs/12_training: " + _RETURN.format(p="batch_size") + " (torch.split refuses np.int64)"
-       for k in ("train.evaluate_loss", "train.match_flags", "train.exact_match")},
     **{("flash.attention_flops", p): "nbs/15_flash_attention: " + _RETURN.format(p=p) for p in ("batch", "heads", "n_q", "n_k", "head_dim")},
-    ("exercises.rounding_allowance", "scale"): "nbs/exercises: scale is not checked: _check_real('scale', scale, 'a finite number >= 0', ...)",
-    ("exercises.expect_close", "tol"): "nbs/exercises: tol is not checked: _check_real('tol', tol, 'a finite number >= 0', ...)",
 }
 
 # -- the walk ---------------------------------------------------------------------------------------------------------

@@ -4,12 +4,12 @@
 
 # %% ../nbs/10_decoding.ipynb #af923e88
 from __future__ import annotations
-import json, math
+import json, math, numbers
 from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from .checks import (_check_id, _check_number, _check_rows, _check_step, check_attention_mask, check_beam, check_bool, check_int, check_logits,
+from .checks import (_check_id, _check_number, _check_real, _check_rows, _check_step, check_attention_mask, check_beam, check_bool, check_int, check_logits,
                                     check_sampling, check_tokens, check_values, left_padding_mask, _check_kv_growing)
 from .model import DecoderOnlyLM, Transformer
 
@@ -126,7 +126,7 @@ def top_k_filter(logits: Tensor, # (B, V)
                  k: int, # keep the k largest scores of each row (ties with the k-th too)
                 ) -> Tensor: # (B, V), the others -inf
     "Set every score below the k-th largest of its row to -inf."
-    check_logits(logits); check_sampling(top_k=k, vocab_size=logits.shape[-1])
+    check_logits(logits); k = check_int("k", k, 1, logits.shape[-1], rule=f"an int in [1, vocab_size={logits.shape[-1]}]")
     return _top_k(logits, k)
 
 def _top_k(logits, k):
@@ -137,7 +137,7 @@ def top_p_filter(logits: Tensor, # (B, V)
                  p: float, # the nucleus' probability mass, in (0, 1]
                 ) -> Tensor: # (B, V), the others -inf
     "Keep the smallest set of most likely tokens whose probabilities sum to at least p (nucleus sampling)."
-    check_logits(logits); check_sampling(top_p=p)
+    check_logits(logits); p = _check_real("p", p, "a number in (0, 1]", lambda v: 0 < v <= 1)
     return _top_p(logits, p)
 
 def _top_p(logits, p):
@@ -233,13 +233,12 @@ def _against_repeats(logits, ids, keep, penalty, n): # the generators' step: the
 # %% ../nbs/10_decoding.ipynb #f2d0417e
 def _stops(vocab_size, eos_ids, pad_id=None, default_pad=None):
     "Check `eos_ids` (None, a token id, or a list or tuple of them) and `pad_id`; return (the stop ids, the id written after a stop)."
-    if eos_ids is None or isinstance(eos_ids, int) and not isinstance(eos_ids, bool): stops = [] if eos_ids is None else [eos_ids]
+    if eos_ids is None or isinstance(eos_ids, numbers.Integral) and not isinstance(eos_ids, bool): stops = [] if eos_ids is None else [eos_ids]
     elif isinstance(eos_ids, (list, tuple)): stops = list(eos_ids)
     else: raise TypeError(f"eos_ids={eos_ids!r} must be None, a token id or a list of token ids")
-    for s in stops:
-        if vocab_size is None: check_int("eos_ids", s, minimum=0)              # beam_search: the vocabulary is not known yet
-        else: _check_id("eos_ids", s, vocab_size, allow_none=False)
-    if vocab_size is not None: _check_id("pad_id", pad_id, vocab_size)
+    stops = [check_int("eos_ids", s, minimum=0) if vocab_size is None                # beam_search: the vocabulary is not known yet
+             else _check_id("eos_ids", s, vocab_size, allow_none=False) for s in stops]
+    if vocab_size is not None: pad_id = _check_id("pad_id", pad_id, vocab_size)
     return stops, pad_id if pad_id is not None else default_pad if default_pad is not None else stops[0] if stops else None
 
 @torch.no_grad()
@@ -378,8 +377,8 @@ def gnmt_penalty(length: int|Tensor, # |Y|: generated tokens, the EOS included
     if isinstance(length, Tensor):
         if length.dtype == torch.bool or length.is_complex(): raise TypeError(f"length.dtype={length.dtype} must be an integer or floating dtype")
         check_values(length >= 0, lambda: f"length holds {length[length < 0].flatten()[0].item()}; every length must be >= 0")
-    else: check_int("length", length, minimum=0)
-    _check_number("alpha", alpha, note=" (GNMT's α; 0 for none)")
+    else: length = check_int("length", length, minimum=0)
+    alpha = _check_number("alpha", alpha, note=" (GNMT's α; 0 for none)")
     return ((5 + length) / 6) ** alpha
 
 def beam_search(step, # step(tokens (N, t), parents (N,) or None) -> log-probabilities (N, V) of the next token

@@ -213,8 +213,8 @@ def attention_cost(d_model: int, # model width
                    qkv_bias: bool|None=None, # biases of the q, k, v projections (default `bias`)
                   ) -> dict:
     "Parameters, matmul FLOPs (2 per multiply-add) and cached elements of one self-attention call on one sequence."
-    k_len = q_len if k_len is None else k_len
-    for name, val in (("d_model", d_model), ("n_heads", n_heads), ("q_len", q_len), ("k_len", k_len)): check_int(name, val)
+    d_model, n_heads, q_len = check_int("d_model", d_model), check_int("n_heads", n_heads), check_int("q_len", q_len)
+    k_len = q_len if k_len is None else check_int("k_len", k_len)
     if d_model % n_heads: raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
     G = check_kv_heads(n_heads, n_kv_heads)
     qkv_bias = bias if qkv_bias is None else qkv_bias
@@ -238,7 +238,7 @@ def kv_cache_bytes(n_kv_heads: int, # G key/value heads per layer
                    dtype: torch.dtype=torch.bfloat16, # the cache's element type
                   ) -> int:
     "Bytes of the keys and values a decoder keeps: 2 x n_layers x B x G x T x D x the element size."
-    for name, val in (("n_kv_heads", n_kv_heads), ("d_head", d_head), ("n_layers", n_layers), ("batch", batch)): check_int(name, val)
-    check_int("seq_len", seq_len, minimum=0)
+    n_kv_heads, d_head, n_layers, batch = check_int("n_kv_heads", n_kv_heads), check_int("d_head", d_head), check_int("n_layers", n_layers), check_int("batch", batch)
+    seq_len = check_int("seq_len", seq_len, minimum=0)
     if not isinstance(dtype, torch.dtype): raise TypeError(f"dtype={dtype!r} must be a torch.dtype")
     return 2 * n_layers * batch * n_kv_heads * seq_len * d_head * dtype.itemsize
