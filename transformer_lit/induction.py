@@ -17,7 +17,7 @@ from .model import DecoderOnlyLM, TransformerConfig
 # %% auto #0
 __all__ = ['repeated_segment_batch', 'prev_token_scores', 'induction_scores', 'repeated_tokens', 'attention_only_lm',
            'attention_weights', 'repeat_loss', 'train_induction', 'crossing_step', 'ablate_heads', 'head_outputs',
-           'path_ablated_weights', 'seed_sweep']
+           'path_ablated_weights', 'one_layer_control', 'load_history', 'seed_sweep']
 
 # %% ../nbs/12a_induction_heads.ipynb #9f59cc7f
 def repeated_segment_batch(batch_size: int, # B sequences
@@ -249,6 +249,31 @@ def path_ablated_weights(model: DecoderOnlyLM, # e.g. from `attention_only_lm`
     full, without = res.norm(x), res.norm(x - cut)                   # (B, T, d_model) each
     q, k = (without, full) if path == "query" else (full, without)
     return res.sublayer(q, k, full, is_causal=True, need_weights=True)[1]   # (B, H, T, T)
+
+# %% ../nbs/12a_induction_heads.ipynb #7924eeec
+def one_layer_control(steps: int=520, # optimizer steps, as the live run's
+                      seed: int=0, # the seed of the weights and of every batch, as the live run's
+                      vocab_size: int=64, # V
+                      path=None, # if given, the history is written there as JSON
+                     ) -> dict: # train_induction's history
+    "The control of the phase change: `train_induction` on an attention-only model of one layer with eight heads."
+    seed, steps = check_int("seed", seed, minimum=0), check_int("steps", steps)
+    if path is not None and not isinstance(path, (str, Path)): raise TypeError(f"path must be a str, a Path or None, got {type(path).__name__}")
+    torch.manual_seed(seed)
+    model = attention_only_lm(vocab_size, n_heads=8, n_layers=1)
+    hist = train_induction(model, steps, seed=seed)
+    if path is not None:
+        meta = dict(steps=steps, seed=seed, vocab_size=vocab_size, n_layers=1, n_heads=8, torch=torch.__version__, threads=torch.get_num_threads())
+        rounded = {k: torch.round(v.double(), decimals=6).tolist() for k, v in hist.items()}
+        Path(path).write_text(json.dumps(dict(meta=meta, history=rounded)) + "\n")
+    return hist
+
+def load_history(path) -> tuple: # (history as train_induction returns it, the settings that made it)
+    "A history `one_layer_control` wrote: its lists as tensors again (`step` as int64), and its settings."
+    if not isinstance(path, (str, Path)): raise TypeError(f"path must be a str or a Path, got {type(path).__name__}")
+    saved = json.loads(Path(path).read_text())
+    hist = {k: torch.tensor(v, dtype=torch.int64 if k == "step" else torch.float32) for k, v in saved["history"].items()}
+    return hist, saved["meta"]
 
 # %% ../nbs/12a_induction_heads.ipynb #46f06483
 def seed_sweep(seeds, # RNG seeds, one training run each, e.g. range(5)
