@@ -280,7 +280,7 @@ R("scaling.ScalingExplorer.__call__.temperature.nan", S + "ScalingExplorer.__cal
   lambda: explorer()(4, temperature=NAN))
 R("scaling.ScalingExplorer.__call__.seed.negative", S + "ScalingExplorer.__call__:seed", ValueError, ["seed=-1"],
   lambda: explorer()(4, seed=-1))
-R("scaling.ScalingExplorer.curve.d_ks.zero", S + "ScalingExplorer.curve:d_ks", ValueError, ["d_k=0"], lambda: explorer().curve([4, 0]))
+R("scaling.ScalingExplorer.curve.d_ks.zero", S + "ScalingExplorer.curve:d_ks", ValueError, ["d_ks[1]=0"], lambda: explorer().curve([4, 0]))
 R("scaling.ScalingExplorer.curve.d_ks.int", S + "ScalingExplorer.curve:d_ks", TypeError, ["d_ks=4"], lambda: explorer().curve(4))
 R("scaling.ScalingExplorer.curve.temperature.zero", S + "ScalingExplorer.curve:temperature", ValueError, ["temperature=0"],
   lambda: explorer().curve([4], temperature=0))
@@ -574,6 +574,8 @@ R("masks.padding_mask.lengths.float", PM + "lengths", TypeError, ["lengths", "to
 R("masks.padding_mask.lengths.float_list", PM + "lengths", TypeError, ["lengths", "float"], lambda: masks.padding_mask([1.5, 2]))
 R("masks.padding_mask.lengths.bool", PM + "lengths", TypeError, ["lengths", "torch.bool"], lambda: masks.padding_mask(torch.tensor([True])))
 R("masks.padding_mask.lengths.rank2", PM + "lengths", ValueError, ["lengths", "(1, 2)"], lambda: masks.padding_mask(torch.tensor([[1, 2]])))
+R("masks.padding_mask.lengths.str_item", PM + "lengths", TypeError, ["lengths[1]='3'", "int"], lambda: masks.padding_mask([1, "3"]))
+R("masks.padding_mask.lengths.bool_item", PM + "lengths", TypeError, ["lengths[0]=True", "int"], lambda: masks.padding_mask([True, 2]))
 R("masks.padding_mask.lengths.negative", PM + "lengths", ValueError, ["lengths=[-1, 2]", ">= 0"], lambda: masks.padding_mask([-1, 2]))
 R("masks.padding_mask.max_len.too_small", PM + "max_len", ValueError, ["lengths=[1, 3]", "max_len=2"], lambda: masks.padding_mask([1, 3], 2))
 R("masks.padding_mask.max_len.negative", PM + "max_len", ValueError, ["max_len=-1"], lambda: masks.padding_mask([0], -1))
@@ -630,16 +632,16 @@ for p, i in (("n_kv_heads", 0), ("d_head", 1), ("seq_len", 2), ("n_layers", 3), 
     args = [2, 4, 8, 1, 1]; args[i] = -1
     R(f"multihead.kv_cache_bytes.{p}.negative", KB + p, ValueError, [f"{p}=-1"], lambda args=args: multihead.kv_cache_bytes(*args))
 R("multihead.kv_cache_bytes.dtype.str", KB + "dtype", TypeError, ["dtype='bf16'"], lambda: multihead.kv_cache_bytes(2, 4, 8, dtype="bf16"))
-KA = MH + "KVCache.append:"
-R("multihead.KVCache.append.k.str", KA + "k", TypeError, ["k", "str"], lambda: multihead.KVCache().append("k", T(1, 2, 3, 4)))
-R("multihead.KVCache.append.v.str", KA + "v", TypeError, ["v", "str"], lambda: multihead.KVCache().append(T(1, 2, 3, 4), "v"))
+KA = "decoding.KVCache.append:"                                       # chapter 10's cache
+R("decoding.KVCache.append.k.str", KA + "k", TypeError, ["k", "str"], lambda: decoding.KVCache().append("k", T(1, 2, 3, 4)))
+R("decoding.KVCache.append.v.str", KA + "v", TypeError, ["v", "str"], lambda: decoding.KVCache().append(T(1, 2, 3, 4), "v"))
 def _append_twice(k2, v2):
-    c = multihead.KVCache(); c.append(T(1, 2, 3, 4), T(1, 2, 3, 4)); return c.append(k2, v2)
-R("multihead.KVCache.append.k.heads_changed", KA + "k", ValueError, ["k.shape=(1, 3, 1, 4)", "(1, 2, 3, 4)"],
+    c = decoding.KVCache(); c.append(T(1, 2, 3, 4), T(1, 2, 3, 4)); return c.append(k2, v2)
+R("decoding.KVCache.append.k.heads_changed", KA + "k", ValueError, ["k.shape=(1, 3, 1, 4)", "(1, 2, 3, 4)"],
   lambda: _append_twice(T(1, 3, 1, 4), T(1, 3, 1, 4)))
-R("multihead.KVCache.append.v.width_changed", KA + "v", ValueError, ["v.shape=(1, 2, 1, 5)"],
+R("decoding.KVCache.append.v.width_changed", KA + "v", ValueError, ["v.shape=(1, 2, 1, 5)"],
   lambda: _append_twice(T(1, 2, 1, 4), T(1, 2, 1, 5)))
-R("multihead.KVCache.append.k.rank2", KA + "k", ValueError, [("k.dim()=2", "k.shape=(3, 4)")], lambda: multihead.KVCache().append(T(3, 4), T(3, 4)))
+R("decoding.KVCache.append.k.rank2", KA + "k", ValueError, [("k.dim()=2", "k.shape=(3, 4)")], lambda: decoding.KVCache().append(T(3, 4), T(3, 4)))
 
 MC = MH + "MultiHeadAttention:"
 R("multihead.MultiHeadAttention.d_model.zero", MC + "d_model", ValueError, ["d_model=0"], lambda: multihead.MultiHeadAttention(0, 1))
@@ -1095,8 +1097,8 @@ R("decoding.sample_next.generator.str", SN + "generator", TypeError, ["generator
 SS = "checks.stop_setup:"
 R("checks.stop_setup.eos_id.too_large", SS + "eos_id", ValueError, ["eos_id=11", "vocab_size=11"], lambda: checks.stop_setup(V, eos_id=11))
 R("checks.stop_setup.vocab_size.named", SS + "vocab_size", ValueError, ["eos_id=5", "vocab_size=5"], lambda: checks.stop_setup(5, eos_id=5))
-R("checks.stop_setup.stop_ids.int", SS + "stop_ids", ValueError, ["stop_ids=3"], lambda: checks.stop_setup(V, stop_ids=3))
-R("checks.stop_setup.stop_ids.bool_entry", SS + "stop_ids", TypeError, ["stop_ids=True"], lambda: checks.stop_setup(V, stop_ids=[True]))
+R("checks.stop_setup.stop_ids.int", SS + "stop_ids", TypeError, ["stop_ids=3"], lambda: checks.stop_setup(V, stop_ids=3))
+R("checks.stop_setup.stop_ids.bool_entry", SS + "stop_ids", TypeError, ["stop_ids[0]=True"], lambda: checks.stop_setup(V, stop_ids=[True]))
 R("checks.stop_setup.pad_id.str", SS + "pad_id", TypeError, ["pad_id='0'"], lambda: checks.stop_setup(V, pad_id="0"))
 LP = "checks.left_padding_mask:"
 R("checks.left_padding_mask.attention_mask.right_padded", LP + "attention_mask", ValueError, ["attention_mask", "left-padded"],
@@ -1875,10 +1877,12 @@ EXEMPT_CALLABLES: dict = {
     "attention.backend_names": NO_ARGS,
     "norm.LayerNorm.extra_repr": REPR, "norm.RMSNorm.extra_repr": REPR, "norm.Residual.extra_repr": REPR,
     "ffn.FeedForward.extra_repr": REPR, "positional.RotaryEmbedding.extra_repr": REPR, "model.TokenEmbedding.extra_repr": REPR,
-    "multihead.KVCache": NO_ARGS, "multihead.KVCache.nbytes": NO_ARGS, "multihead.CrossKVCache": NO_ARGS,
-    "multihead.CrossKVCache.nbytes": NO_ARGS, "decoding.DecoderCache.nbytes": NO_ARGS,
+    "decoding.KVCache": NO_ARGS, "decoding.KVCache.nbytes": NO_ARGS, "decoding.CrossKVCache": NO_ARGS,
+    "decoding.CrossKVCache.nbytes": NO_ARGS, "decoding.DecoderCache.nbytes": NO_ARGS,
     "fast_decoding.StaticKVCache.nbytes": NO_ARGS, "fast_decoding.StaticCache.nbytes": NO_ARGS,
-    "multihead.KVCache.key_mask": KEY_MASK, "fast_decoding.StaticKVCache.key_mask": KEY_MASK,
+    "decoding.KVCache.key_mask": KEY_MASK, "fast_decoding.StaticKVCache.key_mask": KEY_MASK, "decoding.CrossKVCache.key_mask": KEY_MASK,
+    "decoding.CrossKVCache.append": ("the cache protocol's store, called by MultiHeadAttention with the memory's keys and values it has "
+                                     "just projected from a checked key (not user input)"),
     "train.translate_vocab": NO_ARGS, "train.Seq2SeqData.eval_indices": NO_ARGS, "train.LMData.eval_indices": NO_ARGS,
     "train.world": NO_ARGS,
     "train.step_seed": "hashes its four arguments as text: any values give a valid seed (nothing to reject)", "flash_triton.interpreter_loop_error": NO_ARGS, "flash_triton.interpreting": NO_ARGS,
@@ -1975,7 +1979,6 @@ EXEMPT_PARAMS: dict = {
     ("multihead.attention_cost", "bias"): FLAG, ("multihead.attention_cost", "qkv_bias"): FLAG + " (None follows bias)",
     ("multihead.MultiHeadAttention", "bias"): FLAG, ("blocks.make_norm", "bias"): FLAG,
     ("blocks.EncoderBlock", "bias"): FLAG, ("blocks.DecoderBlock", "bias"): FLAG, ("blocks.DecoderOnlyBlock", "bias"): FLAG,
-    ("blocks.DecoderBlock.forward", "use_cache"): FLAG, ("blocks.DecoderOnlyBlock.forward", "use_cache"): FLAG,
     ("model.TokenEmbedding", "scale"): FLAG,
     ("decoding.lm_generate", "greedy"): FLAG, ("decoding.lm_generate", "use_cache"): FLAG,
     ("decoding.seq2seq_generate", "greedy"): FLAG, ("decoding.seq2seq_generate", "use_cache"): FLAG,

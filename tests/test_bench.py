@@ -155,7 +155,8 @@ def test_python_dash_m_runs(tmp_path):
 
 # ---------------------------------------------------------------- grouped-query decoding step
 from transformer_lit.bench import bench_gqa, gqa_table, repeated_kv_layer
-from transformer_lit.multihead import KVCache, MultiHeadAttention, kv_cache_bytes
+from transformer_lit.multihead import MultiHeadAttention, kv_cache_bytes
+from transformer_lit.decoding import KVCache
 
 @pytest.mark.parametrize("G", [1, 2, 4])
 @pytest.mark.parametrize("bias,qkv_bias", [(True, None), (False, True), (False, False)])

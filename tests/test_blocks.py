@@ -1,5 +1,5 @@
 """Tests for transformer_lit.blocks: equality with torch's Transformer layers, the KV cache, causality, bad input."""
-import json
+import inspect, json
 import re
 from pathlib import Path
 import pytest
@@ -11,7 +11,8 @@ from transformer_lit.blocks import (BLOCK_ACTIVATIONS, DecoderBlock, DecoderOnly
                                     make_norm)
 from transformer_lit.ffn import FeedForward, SwiGLU
 from transformer_lit.masks import causal_mask, combine_masks, from_torch_masks, padding_mask
-from transformer_lit.multihead import CrossKVCache, KVCache, MultiHeadAttention
+from transformer_lit.multihead import MultiHeadAttention
+from transformer_lit.decoding import CrossKVCache, KVCache      # chapter 10's caches; the blocks take any cache of chapter 01's protocol
 from transformer_lit.norm import LayerNorm, RMSNorm
 from transformer_lit.positional import RotaryEmbedding, alibi_bias
 
@@ -206,10 +207,10 @@ def test_cross_attention_reads_all_real_memory_and_no_pads():
 
 # ---------------------------------------------------------------- the KV cache
 def run_chunks(blk, x, chunks, bias_fn=None, **kw):
-    cache, outs, start = None, [], 0
+    cache, outs, start = KVCache(), [], 0                         # the caller creates the cache: the blocks create none
     for n in chunks:
         extra = {} if bias_fn is None else dict(attn_bias=bias_fn(n, start + n))
-        out, cache = blk(x[:, start:start + n], is_causal=True, cache=cache, use_cache=True, **extra, **kw)
+        out = blk(x[:, start:start + n], is_causal=True, cache=cache, **extra, **kw)
         outs.append(out)
         start += n
     return torch.cat(outs, 1), cache
@@ -283,7 +284,7 @@ def test_cache_with_explicit_mask_and_padding():
     cache, outs = KVCache(), []
     for start, end in [(0, 3), (3, 5), (5, 6)]:
         m = combine_masks(causal_mask(end - start, end, "bottom-right"), keep[:, None, None, :end])
-        outs.append(blk(x[:, start:end], mask=m, cache=cache))    # no use_cache: appends in place, returns out
+        outs.append(blk(x[:, start:end], mask=m, cache=cache))    # appends in place, returns out
     assert len(cache) == 6
     torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-10, rtol=0)
 
@@ -294,18 +295,23 @@ def test_causal_with_cache_is_bottom_right():
     blk = DecoderOnlyBlock(D, H, FF).double().eval()
     x = torch.randn(2, 6, D, dtype=torch.float64)
     full = blk(x, is_causal=True)
-    out1, c = blk(x[:, :2], is_causal=True, use_cache=True)
-    out2, c = blk(x[:, 2:], is_causal=True, cache=c, use_cache=True)
+    c = KVCache()
+    out1 = blk(x[:, :2], is_causal=True, cache=c)
+    out2 = blk(x[:, 2:], is_causal=True, cache=c)
     torch.testing.assert_close(torch.cat([out1, out2], 1), full, atol=1e-10, rtol=0)
     with pytest.raises(ValueError, match="is_causal=True together with an explicit mask is ambiguous"):
         blk(x[:, :1], mask=torch.ones(1, 7, dtype=torch.bool), is_causal=True, cache=c)
 
 
-def test_use_cache_returns_new_cache_and_cache_is_explicit():
+def test_cache_is_explicit_and_blocks_return_only_the_output():
+    "The caller's cache is filled in place and the block returns the output alone; without a cache nothing is kept."
     blk = DecoderOnlyBlock(D, H, FF).eval()
     x = torch.randn(1, 3, D)
-    out, cache = blk(x, is_causal=True, use_cache=True)
-    assert isinstance(cache, KVCache) and len(cache) == 3
+    cache = KVCache()
+    out = blk(x, is_causal=True, cache=cache)
+    assert isinstance(out, torch.Tensor) and len(cache) == 3
+    assert "use_cache" not in inspect.signature(DecoderOnlyBlock.forward).parameters
+    assert "use_cache" not in inspect.signature(DecoderBlock.forward).parameters
     out2 = blk(x, is_causal=True)                               # no cache: nothing kept anywhere
     torch.testing.assert_close(out, out2, atol=0, rtol=0)
     assert len(cache) == 3
@@ -363,7 +369,7 @@ def test_bad_forward_input():
         EncoderBlock(D, H, FF)(torch.randn(3, D))
     with pytest.raises(TypeError, match="x must be a torch.Tensor, got list"):
         DecoderBlock(D, H, FF)([1.0], x)
-    with pytest.raises(TypeError, match=re.escape("cache must be a KVCache, a CrossKVCache, None or an object with start, append and key_mask (such as chapter 11's StaticKVCache), got dict")):
+    with pytest.raises(TypeError, match=re.escape("cache must be None or an object with start, append and key_mask (chapter 10's KVCache or CrossKVCache, chapter 11's StaticKVCache), got dict")):
         gpt(x, cache={})
     with pytest.raises(ValueError, match=r"mask.shape=\(4, 4\) must be broadcastable to \(\.\.\., Lq, Lk\)=\(2, 4, 3, 3\)"):
         EncoderBlock(D, H, FF)(x, mask=causal_mask(4))
@@ -472,9 +478,10 @@ def test_decoder_block_names_memory_cache():
     torch.manual_seed(0)
     blk = DecoderBlock(8, 2, 16).eval()
     x = torch.randn(1, 3, 8)
-    for bad in ("c", KVCache()):
-        with pytest.raises(TypeError, match="^" + re.escape(f"memory_cache must be a CrossKVCache (the memory's keys and values) or None, got {type(bad).__name__}")):
-            blk(x, x, memory_cache=bad)
+    with pytest.raises(TypeError, match="^" + re.escape("memory_cache must be None or an object with start, append and key_mask (chapter 10's KVCache or CrossKVCache, chapter 11's StaticKVCache), got str")):
+        blk(x, x, memory_cache="c")
+    with pytest.raises(TypeError, match="^" + re.escape("memory_cache must be None or a cache of the memory's keys and values, with memory_kv (chapter 10's CrossKVCache), got KVCache")):
+        blk(x, x, memory_cache=KVCache())
     mc = CrossKVCache(); blk(x, x, memory_cache=mc); assert len(mc) == 3
 
 

@@ -9,6 +9,7 @@ from transformer_lit.decoding import (beam_search, filter_logits, gnmt_penalty, 
                                       top_k_filter, top_p_filter, repetition_penalty_filter, no_repeat_ngram_filter)
 from transformer_lit.model import assert_greedy_agrees
 from transformer_lit.decoding import lm_generate, seq2seq_generate, lm_beam_search, seq2seq_beam_search, new_cache, generation_defaults
+from transformer_lit.decoding import KVCache
 from transformer_lit.fast_decoding import fast_generate, new_static_cache
 
 hf = pytest.importorskip("transformers.generation.logits_process")
@@ -352,12 +353,13 @@ def test_beam_on_tiny_random_models(seed, K):
     for b in range(2): assert math.isclose(logp[b].item(), lm_seq_log_prob(m, idx[b].tolist(), out[b, 3:], 3), abs_tol=1e-9)
     torch.testing.assert_close(score, logp)                                 # α = 0: the score is the log-probability
 
-@pytest.mark.parametrize("kw, msg", [
-    (dict(beam_size=0), "beam_size=0 must be an int >= 1"), (dict(beam_size=True), "beam_size=True must be an int >= 1"),
-    (dict(length_penalty=float("nan")), "length_penalty=nan must be a finite number"), (dict(eos_ids=99), "eos_ids=99 must be an int")])
-def test_bad_beam_arguments(kw, msg):
-    with pytest.raises(ValueError, match=re.escape(msg)): lm_beam_search(lm_of("rope"), torch.ones(1, 3, dtype=torch.long), 4, **kw)
-    with pytest.raises(ValueError, match=re.escape(msg)): seq2seq_beam_search(s2s_of(), torch.ones(1, 3, dtype=torch.long), 4, 1, **kw)
+@pytest.mark.parametrize("kw, exc, msg", [   # a bool is the wrong kind (TypeError), 0 the wrong value (ValueError)
+    (dict(beam_size=0), ValueError, "beam_size=0 must be an int >= 1"), (dict(beam_size=True), TypeError, "beam_size=True must be an int >= 1"),
+    (dict(length_penalty=float("nan")), ValueError, "length_penalty=nan must be a finite number"),
+    (dict(eos_ids=99), ValueError, "eos_ids=99 must be an int")])
+def test_bad_beam_arguments(kw, exc, msg):
+    with pytest.raises(exc, match=re.escape(msg)): lm_beam_search(lm_of("rope"), torch.ones(1, 3, dtype=torch.long), 4, **kw)
+    with pytest.raises(exc, match=re.escape(msg)): seq2seq_beam_search(s2s_of(), torch.ones(1, 3, dtype=torch.long), 4, 1, **kw)
 
 # --- beam against greedy on chapter 12's translation task -------------------------------------------------------------
 def test_beam_beats_greedy_on_translation():
@@ -705,3 +707,21 @@ def test_generation_defaults_top_k_past_the_vocabulary_is_no_filter(tmp_path):
     assert generation_defaults(tmp_path) == dict(greedy=False, eos_ids=None, temperature=1.0, top_k=None, top_p=None, min_p=None)
     (tmp_path / "config.json").write_text(json.dumps(dict(vocab_size=64)))
     assert generation_defaults(tmp_path)["top_k"] == 50
+
+
+# ---------------------------------------------------------------- the growing KVCache (moved with the cache from chapter 01)
+def test_kv_cache_grows_amortised_and_equals_concatenation():
+    "Appending writes into spare slots (few allocations); the keys and values are what torch.cat would give, after a reassignment too."
+    torch.manual_seed(0)
+    c, ref_k, ref_v, buffers = KVCache(), [], [], set()
+    for t in (3, 1, 1, 7, 1, 20, 1, 1):
+        k, v = torch.randn(2, 2, t, 4), torch.randn(2, 2, t, 5)
+        out_k, out_v = c.append(k, v)
+        ref_k.append(k); ref_v.append(v); buffers.add(c._k.data_ptr())
+        assert torch.equal(out_k, torch.cat(ref_k, -2)) and torch.equal(out_v, torch.cat(ref_v, -2))
+    assert len(c) == 35 and len(buffers) <= 3
+    c.k, c.v = c.k[[1, 0]], c.v[[1, 0]]                          # beam search's reorder assigns new tensors
+    kept = c.k.clone()
+    k, v = torch.randn(2, 2, 1, 4), torch.randn(2, 2, 1, 5)
+    c.append(k, v)
+    assert torch.equal(c.k, torch.cat([kept, k], -2)) and len(c) == 36

@@ -6,7 +6,8 @@ from torch import nn
 from hypothesis import given, strategies as st
 from transformer_lit.attention import causal_mask, scaled_dot_product_attention
 from numerics import assert_within, linear_difference_bound
-from transformer_lit.multihead import CrossKVCache, KVCache, MultiHeadAttention, attention_cost, merge_heads, split_heads
+from transformer_lit.multihead import MultiHeadAttention, attention_cost, merge_heads, split_heads
+from transformer_lit.decoding import CrossKVCache, KVCache                 # chapter 10's caches: the module's cache protocol
 from transformer_lit.fast_decoding import StaticKVCache
 
 f64 = torch.float64
@@ -178,6 +179,45 @@ def test_cross_cache_projects_the_memory_once(kdim, rotary):
     close(torch.cat([first, rest], 1), full, 1e-12)
     assert calls == [] and len(cache) == 7
 
+class ConcatCache:
+    "The cache protocol in its plainest form, written here: any object with start, append and key_mask will do."
+    def __init__(self): self.k = self.v = None; self.start = 0
+    def append(self, k, v):
+        self.k, self.v = (k, v) if self.k is None else (torch.cat([self.k, k], -2), torch.cat([self.v, v], -2))
+        self.start = self.k.shape[-2]
+        return self.k, self.v
+    def key_mask(self, q_len, is_causal): return None
+
+class MemoryCache:
+    "A memory's cache in its plainest form: memory_kv is None until the first call stores the keys and values."
+    start, memory_kv = 0, None
+    def append(self, k, v):
+        if self.memory_kv is None: self.memory_kv = (k, v)
+        return self.memory_kv
+    def key_mask(self, q_len, is_causal): return None
+
+@pytest.mark.parametrize("use_rotary", [False, True])
+def test_any_cache_with_the_protocol_gives_what_chapter_10s_caches_give(use_rotary):
+    "A minimal cache of the protocol (not a class of chapter 10) gives bit for bit the outputs of KVCache and CrossKVCache."
+    rot = (lambda x, pos: x * (1 + pos.to(x.dtype))[:, None] / 3) if use_rotary else None
+    torch.manual_seed(0)
+    m = MultiHeadAttention(16, 4, rotary=rot).double().eval()
+    x, mem = rand(2, 7, 16), rand(2, 5, 16)
+    runs = []
+    for make in (KVCache, ConcatCache):
+        c = make()
+        runs.append(torch.cat([m(x[:, :3], is_causal=True, cache=c), m(x[:, 3:5], is_causal=True, cache=c)] +
+                              [m(x[:, t:t + 1], cache=c) for t in range(5, 7)], 1))
+    assert torch.equal(runs[0], runs[1])
+    close(runs[0], m(x, is_causal=True), 1e-12)
+    runs = []
+    for make in (CrossKVCache, MemoryCache):
+        c = make()
+        runs.append(torch.cat([m(x[:, :2], mem, cache=c),                  # a memory's cache does not count queries: positions given
+                               m(x[:, 2:], torch.full_like(mem, float("nan")), cache=c, positions=torch.arange(2, 7))], 1))
+    assert torch.equal(runs[0], runs[1])
+    close(runs[0], m(x, mem), 1e-12)
+
 def test_rotary_gets_positions_and_module_is_registered():
     seen = []
     class Rot(nn.Module):
@@ -260,7 +300,7 @@ def test_forward_errors():
     with E(TypeError, "key.dtype=torch.float64 must equal query.dtype=torch.float32"): m(x, x.double())
     with E(TypeError, "value.dtype=torch.float16 must equal query.dtype=torch.float32"): m(x, x, x.half())
     with E(ValueError, "value=None defaults to key, which needs kdim=3 to equal vdim=5: pass value"): cm(x, torch.randn(2, 4, 3))
-    with E(TypeError, "cache must be a KVCache, a CrossKVCache, None or an object with start, append and key_mask (such as chapter 11's StaticKVCache), got dict"): m(x, cache={})
+    with E(TypeError, "cache must be None or an object with start, append and key_mask (chapter 10's KVCache or CrossKVCache, chapter 11's StaticKVCache), got dict"): m(x, cache={})
     with E(ValueError, "a CrossKVCache holds a memory's keys and values: pass key (the memory), or use a KVCache for self-attention"):
         m(x, cache=CrossKVCache())
     mc = CrossKVCache(); m(x, torch.randn(2, 5, 8), cache=mc)
@@ -696,20 +736,3 @@ def test_tiny_form_equals_shipped_module(E, H, L, is_causal):
     tiny.load_state_dict(shipped.state_dict())                       # the same parameter names
     x = torch.randn(2, L, E, dtype=torch.float64)
     torch.testing.assert_close(tiny(x, is_causal=is_causal), shipped(x, is_causal=is_causal), rtol=0, atol=1e-12)
-
-
-def test_kv_cache_grows_amortised_and_equals_concatenation():
-    "Appending writes into spare slots (few allocations); the keys and values are what torch.cat would give, after a reassignment too."
-    torch.manual_seed(0)
-    c, ref_k, ref_v, buffers = KVCache(), [], [], set()
-    for t in (3, 1, 1, 7, 1, 20, 1, 1):
-        k, v = torch.randn(2, 2, t, 4), torch.randn(2, 2, t, 5)
-        out_k, out_v = c.append(k, v)
-        ref_k.append(k); ref_v.append(v); buffers.add(c._k.data_ptr())
-        assert torch.equal(out_k, torch.cat(ref_k, -2)) and torch.equal(out_v, torch.cat(ref_v, -2))
-    assert len(c) == 35 and len(buffers) <= 3
-    c.k, c.v = c.k[[1, 0]], c.v[[1, 0]]                          # beam search's reorder assigns new tensors
-    kept = c.k.clone()
-    k, v = torch.randn(2, 2, 1, 4), torch.randn(2, 2, 1, 5)
-    c.append(k, v)
-    assert torch.equal(c.k, torch.cat([kept, k], -2)) and len(c) == 36

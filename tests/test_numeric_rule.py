@@ -4,8 +4,9 @@ The rule: the wrong kind of argument (a string, a bool) is a `TypeError` naming 
 infinity where it is not a documented value) is a `ValueError`; a numpy scalar of a valid value is a number and gives
 the result the Python number gives.
 
-The table is curated, not a walk over every `__all__` (most public callables need tensors, models or data sets as base
-arguments): it lists the public callables' numeric (float or int, not bool) arguments that go through the validators
+The table is curated; `tests/test_numeric_walk.py` walks every `__all__` with the same five values and a looser check of
+the message (it must name the argument and show the value). This table pins the message's start, `name=value must be`,
+for the public callables' numeric (float or int, not bool) arguments that go through the validators
 rewritten onto the shared primitives (`check_dropout`, `_check_eps`, `_check_temperature`, `_check_base`,
 `_check_multiplier`, `check_sampling`, all one call of `_check_real` or `check_int`), plus the configs' own `_check_real`
 arguments, each called with small valid base arguments. For an int argument NaN and inf are floats, so the wrong kind.

@@ -9,7 +9,8 @@ from transformer_lit.positional import (LearnedPositionalEmbedding, RotaryEmbedd
                                         alibi_bias, alibi_bias_at, alibi_slopes, apply_rotary, check_rope_scaling, rope_inv_freq,
                                         rotate_half, rotate_interleaved,
                                         rotation_matrix, sinusoidal_at, sinusoidal_encoding, sinusoidal_frequencies)
-from transformer_lit.multihead import KVCache, MultiHeadAttention, merge_heads
+from transformer_lit.multihead import MultiHeadAttention, merge_heads
+from transformer_lit.decoding import KVCache                     # chapter 10: cached decoding through the hooks
 
 f64 = torch.float64
 even_dims = st.integers(1, 32).map(lambda n: 2 * n)

@@ -603,7 +603,7 @@ def test_batch_indices_are_checked_the_same_way_in_both_data_sets():
     for d in (s2s, lm):
         with pytest.raises(ValueError, match=rf"^idx holds indices from -1 to -1; every index must be in \[0, len\(data\)={len(d)}\)"):
             d.batch([-1])                                                     # not a silent wrap-around to the last example
-        with pytest.raises(TypeError, match=r"^idx holds 0.5; every index must be an int"): d.batch([0.5])
+        with pytest.raises(TypeError, match=r"^idx\[0\]=0.5 must be an int index"): d.batch([0.5])
         with pytest.raises(TypeError, match=r"^idx.dtype=torch.float32 must be torch.int64 or torch.int32"): d.batch(torch.tensor([0.0]))
         with pytest.raises(ValueError, match=r"^idx.dim\(\)=2 must be 1"): d.batch(torch.zeros(1, 1, dtype=torch.long))
         a, b = d.batch(range(2)), d.batch(torch.tensor([0, 1], dtype=torch.int32))

@@ -13,7 +13,8 @@ from .checks import _check_real
 from .flash import attention_flops, peak_memory
 from .model import DecoderOnlyLM, TransformerConfig, assert_greedy_agrees
 from .fast_decoding import StaticCache, fast_generate, new_static_cache
-from .multihead import KVCache, MultiHeadAttention
+from .decoding import KVCache
+from .multihead import MultiHeadAttention
 
 # %% auto #0
 __all__ = ['SDPA_KERNELS', 'SETTINGS', 'PLOT_LABELS', 'DTYPES', 'PEER_WORKLOADS', 'time_ms', 'cpu_name', 'bench_backends',

@@ -9,7 +9,7 @@ __all__ = ['BLOCK_ACTIVATIONS', 'NORMS', 'make_norm', 'EncoderBlock', 'DecoderBl
 import torch
 from torch import nn, Tensor
 from .attention import check_int
-from .multihead import CrossKVCache, KVCache, MultiHeadAttention
+from .multihead import MultiHeadAttention, _check_cache
 from .norm import LayerNorm, RMSNorm, Residual
 from .ffn import ACTIVATIONS, make_ffn
 # the input checks live in the appendix "Checking the inputs"; each entry calls one in one line
@@ -109,35 +109,32 @@ class DecoderBlock(nn.Module):
                 is_causal:bool=False, # causal self-attention (bottom-right over a cache)
                 attn_bias:Tensor|None=None, # float bias added to the self-attention scores
                 positions:Tensor|None=None, # positions for `rotary` (default len(cache) + 0..Lq-1)
-                cache:KVCache|None=None, # self-attention keys/values of earlier steps; appended to in place
-                memory_cache:CrossKVCache|None=None, # the memory's keys/values for the cross-attention: filled once, then reused
-                use_cache:bool=False, # return (out, cache), creating the cache if none was given
-               ):
-        "Returns `out` (B, Lq, d_model), or `(out, cache)` when `use_cache`."
-        _check_decoder_inputs(x, memory, memory_cache, self.d_model, self.self_attn.sublayer.out_proj.weight.dtype, CrossKVCache)
-        if use_cache and cache is None: cache = KVCache()
+                cache=None, # self-attention keys/values of earlier steps (chapter 01's cache protocol); appended to in place
+                memory_cache=None, # the memory's keys/values for the cross-attention (a cache with memory_kv): filled once, then reused
+               ) -> Tensor: # (B, Lq, d_model)
+        "Self-attention over the cached and new target tokens, cross-attention to the memory, FFN: `out` (B, Lq, d_model)."
+        _check_decoder_inputs(x, memory, self.d_model, self.self_attn.sublayer.out_proj.weight.dtype)
+        _check_cache(memory_cache, memory, "memory_cache", memory=True)      # chapter 01: a memory's cache, or None
         x = self.self_attn(x, mask=self_mask, is_causal=is_causal, attn_bias=attn_bias, positions=positions, cache=cache)
         x = self.cross_attn(x, memory, mask=memory_mask, cache=memory_cache)  # queries from x, keys and values from the memory
         x = self.ffn(x)
-        return (x, cache) if use_cache else x
+        return x
 
 # %% ../nbs/08_cross_attention.ipynb #915f79d4
 class DecoderOnlyBlock(EncoderBlock):
-    "GPT-style block: causal self-attention then FFN, each in a `Residual`, with an optional explicit KV cache."
+    "GPT-style block: causal self-attention then FFN, each in a `Residual`, with an optional explicit KV cache passed by the caller."
     def forward(self, x:Tensor, # the new tokens (B, Lq, d_model)
                 mask:Tensor|None=None, # bool or float, broadcastable to (B, H, Lq, len(cache) + Lq)
                 is_causal:bool=False, # causal self-attention (bottom-right over a cache); the model passes True
                 attn_bias:Tensor|None=None, # float (…, Lq, len(cache) + Lq) added to the scores, e.g. ALiBi
                 positions:Tensor|None=None, # positions for `rotary` (default len(cache) + 0..Lq-1)
-                cache:KVCache|None=None, # keys/values of earlier tokens; appended to in place
-                use_cache:bool=False, # return (out, cache), creating the cache if none was given
-               ):
-        "Returns `out` (B, Lq, d_model), or `(out, cache)` when `use_cache`."
+                cache=None, # keys/values of earlier tokens (chapter 01's cache protocol); appended to in place
+               ) -> Tensor: # (B, Lq, d_model)
+        "Causal self-attention over the cached and new tokens, then FFN: `out` (B, Lq, d_model)."
         _check_x(x, self.d_model, dtype=self.self_attn.sublayer.out_proj.weight.dtype)
-        if use_cache and cache is None: cache = KVCache()
         x = self.self_attn(x, mask=mask, is_causal=is_causal, attn_bias=attn_bias, positions=positions, cache=cache)
         x = self.ffn(x)
-        return (x, cache) if use_cache else x
+        return x
 
 # %% ../nbs/08_cross_attention.ipynb #27d2dbcb
 def _torch_activation(layer):

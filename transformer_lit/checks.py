@@ -51,6 +51,15 @@ def check_int(name: str, # the argument's name in the message
         raise ValueError(f"{name}={value!r} must be {rule}")
     return int(value)
 
+def _check_int_items(name: str, # the argument's name; item i is named name[i]
+                     values, # a list or tuple of ints
+                     minimum: int|None=1, maximum: int|None=None, rule: str|None=None, # as in `check_int`, for every item
+                     what: str="a list or tuple of ints", # the container's rule, for the message
+                    ) -> list:
+    "Return `values` as a list of ints; a `TypeError` unless it is a list or tuple, then `check_int` on each item, named `name[i]`."
+    if not isinstance(values, (list, tuple)): raise TypeError(f"{name}={values!r} must be {what}")
+    return [check_int(f"{name}[{i}]", v, minimum, maximum, rule=rule) for i, v in enumerate(values)]
+
 def _check_real(name, value, rule=None, ok=None, allow_none=False):
     "Return `value` as a float; raise `TypeError` (not a real number: bools are refused) or `ValueError` (NaN, infinite, or failing `ok`) naming `name` and `rule`."
     if value is None and allow_none: return None
@@ -220,17 +229,18 @@ def _check_setting(d_k, scaled, temperature, max_d_k)->tuple:
     return d_k, _check_temperature(temperature)
 
 def _check_d_ks(d_ks):
-    "Raise a `TypeError` unless `d_ks` is an iterable (not a string); its items are checked one by one where they are used."
+    "Raise a `TypeError` unless `d_ks` is an iterable (not a string); the items of a list or tuple are checked here, named d_ks[i]."
     if isinstance(d_ks, (str, bytes)) or not hasattr(d_ks, '__iter__'):
         raise TypeError(f"d_ks={d_ks!r} must be an iterable of positive ints")
+    if isinstance(d_ks, (list, tuple)): _check_int_items("d_ks", d_ks)       # a generator's items are checked where they are used
 
 
 # %% ../nbs/appendix_checks.ipynb #c01mha1
-def check_kv_heads(n_heads: int, # H, already checked
+def check_kv_heads(n_heads: int, # H, a positive int
                    n_kv_heads, # G: None (= H) or a positive int dividing H
                   ) -> int:
     "Return G (H when `n_kv_heads` is None); raise `TypeError`/`ValueError` naming both numbers unless G divides H."
-    G = check_int("n_kv_heads", n_kv_heads, allow_none=True)
+    n_heads, G = check_int("n_heads", n_heads), check_int("n_kv_heads", n_kv_heads, allow_none=True)
     if G is None: return n_heads
     if n_heads % G:
         raise ValueError(f"n_kv_heads={G} must divide n_heads={n_heads}: each key/value head is shared by "
@@ -462,6 +472,7 @@ def check_rope_scaling(scaling:dict|None, # None, or a Hugging Face rope_scaling
                        base:float=10000.0, # the model's rope_theta; a "rope_theta" key must agree with it
                       )->dict|None: # a clean copy: rope_type set, numbers as float, yarn defaults filled in
     "Validate a rope scaling dict key by key; None and rope_type default mean no scaling."
+    base = _check_base(base)
     if scaling is None: return None
     if not isinstance(scaling, dict): raise TypeError(f"scaling={scaling!r} must be None or a dict such as {{'rope_type': 'linear', 'factor': 2.0}}")
     s = dict(scaling)
@@ -537,8 +548,10 @@ def _check_lengths(lengths, max_len):
     "Return (lengths as a 1-D integer tensor, max_len as an int, default the largest length); raise unless 0 <= lengths <= max_len (`padding_mask`)."
     if not isinstance(lengths, (torch.Tensor, list, tuple)):
         raise TypeError(f"lengths must be a 1-D integer tensor or a list of ints, got {type(lengths).__name__}")
-    if not isinstance(lengths, torch.Tensor):  # an empty list would become float32: make it an empty int tensor
-        lengths = torch.as_tensor(lengths) if len(lengths) else torch.zeros(0, dtype=torch.long)
+    if not isinstance(lengths, torch.Tensor):  # an item that is no number (a str, a bool) is named; floats fail on the dtype below
+        for i, v in enumerate(lengths):
+            if isinstance(v, bool) or not isinstance(v, numbers.Real): check_int(f"lengths[{i}]", v, minimum=None)
+        lengths = torch.as_tensor(lengths) if len(lengths) else torch.zeros(0, dtype=torch.long)   # [] would be float32
     _check_int_tensor("lengths", lengths)
     if lengths.dim() != 1: raise ValueError(f"lengths.shape={tuple(lengths.shape)} must be 1-D (B,)")
     check_values(lengths >= 0, lambda: f"lengths={lengths.tolist()} must be >= 0")
@@ -588,18 +601,16 @@ def _check_block_args(activation, layer_norm_eps, activations):
     if layer_norm_eps is not None: _check_eps(layer_norm_eps, "layer_norm_eps")   # the norms' ε, named as the block's argument
     if activation not in activations: raise ValueError(f"activation={activation!r} must be one of {activations}")
 
-def _check_decoder_inputs(x, memory, memory_cache, d_model, dtype, cache_type):
-    "Raise naming the argument unless the target `x` and the `memory` are (B, T, d_model) streams of one batch and `memory_cache` a `cache_type` or None."
+def _check_decoder_inputs(x, memory, d_model, dtype):
+    "Raise naming the argument unless the target `x` and the `memory` are (B, T, d_model) streams of one batch (chapter 08's `DecoderBlock` checks its `memory_cache` itself)."
     _check_stream(x, d_model, dtype=dtype); _check_stream(memory, d_model, "memory", dtype)
     if memory.shape[0] != x.shape[0]: raise ValueError(f"memory.shape[0]={memory.shape[0]} must equal x.shape[0]={x.shape[0]} (batch)")
-    if memory_cache is not None and not isinstance(memory_cache, cache_type):
-        raise TypeError(f"memory_cache must be a {cache_type.__name__} (the memory's keys and values) or None, got {type(memory_cache).__name__}")
 
 # %% ../nbs/appendix_checks.ipynb #eec23bf3
 def _check_number(name, value, above=None, allow_none=False, note=""):
-    "Raise a `TypeError` (not a real number) or `ValueError` (not finite, or not > `above`) naming `name`."
+    "Return `value` as a float (or None); raise a `TypeError` (not a real number) or `ValueError` (not finite, or not > `above`) naming `name`."
     rule = ("None or " if allow_none else "") + "a finite number" + ("" if above is None else f" > {above:g}") + note
-    _check_real(name, value, rule, None if above is None else (lambda v: v > above), allow_none)
+    return _check_real(name, value, rule, None if above is None else (lambda v: v > above), allow_none)
 
 def check_tokens(idx, # token ids (B, T)
                  vocab_size: int, # ids must lie in [0, vocab_size)
@@ -692,16 +703,18 @@ def check_sampling(temperature=1.0, top_k=None, top_p=None, min_p=None, vocab_si
     _check_real("min_p", min_p, "None or a number in [0, 1]", lambda v: 0 <= v <= 1, allow_none=True)   # 1 keeps the top token and its ties
 
 def _check_id(name, value, vocab_size, allow_none=True):
-    "Raise a `TypeError` (not an int: bools are refused) or `ValueError` (outside [0, vocab_size)) unless `value` is a token id (or None when allowed)."
-    check_int(name, value, 0, vocab_size - 1, allow_none=allow_none, rule=f"{'None or ' if allow_none else ''}an int in [0, vocab_size={vocab_size})")
+    "Return `value` as an int (or None); raise a `TypeError` (not an int: bools are refused) or `ValueError` (outside [0, vocab_size)) unless it is a token id (or None when allowed)."
+    return check_int(name, value, 0, vocab_size - 1, allow_none=allow_none, rule=f"{'None or ' if allow_none else ''}an int in [0, vocab_size={vocab_size})")
 
 def stop_setup(vocab_size: int, eos_id=None, stop_ids=None, pad_id=None, default_pad=None):
     "Check the stop and pad ids; return (a list of stop ids, the pad id written after a stop)."
+    vocab_size = check_int("vocab_size", vocab_size)
     _check_id("eos_id", eos_id, vocab_size)
-    if stop_ids is not None and (isinstance(stop_ids, (int, str, torch.Tensor)) or not hasattr(stop_ids, "__iter__")):
-        raise ValueError(f"stop_ids={stop_ids!r} must be None or a list of token ids")
-    stops = ([] if eos_id is None else [eos_id]) + list(stop_ids or [])
-    for s in stops[eos_id is not None:]: _check_id("stop_ids", s, vocab_size, allow_none=False)
+    if stop_ids is not None and (isinstance(stop_ids, (numbers.Number, str, torch.Tensor)) or not hasattr(stop_ids, "__iter__")):
+        raise TypeError(f"stop_ids={stop_ids!r} must be None or a list of token ids")
+    stop_ids = list(stop_ids or [])
+    for i, s in enumerate(stop_ids): _check_id(f"stop_ids[{i}]", s, vocab_size, allow_none=False)
+    stops = ([] if eos_id is None else [eos_id]) + stop_ids
     _check_id("pad_id", pad_id, vocab_size)
     pad = pad_id if pad_id is not None else default_pad if default_pad is not None else stops[0] if stops else None
     return stops, pad
@@ -718,10 +731,122 @@ def _check_step(out, batch, vocab_size):
 
 def check_beam(beam_size, alpha, early_stopping):
     "Raise a `ValueError`/`TypeError` naming a bad beam size (an int >= 1), length penalty (a finite number) or early_stopping (a bool)."
-    if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
-        raise ValueError(f"beam_size={beam_size!r} must be an int >= 1")
+    check_int("beam_size", beam_size, rule="an int >= 1")
     _check_number("length_penalty", alpha, note=" (GNMT's α; 0 for none)")
     if not isinstance(early_stopping, bool): raise TypeError(f"early_stopping={early_stopping!r} must be a bool")
+
+# %% ../nbs/appendix_checks.ipynb #c09mdl1
+def _check_config(c, # a `TransformerConfig` (chapter 09), checked when it is created
+                  positionals, activations, norms, # the allowed strings: POSITIONALS, BLOCK_ACTIVATIONS, NORMS
+                  check_backend, # chapter 00's check of a backend name (its registry grows at run time)
+                 ):
+    "Raise a `TypeError`/`ValueError` naming the first bad field of `c`; store numbers as Python numbers; fill in the defaults that depend on others."
+    for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"): setattr(c, name, check_int(name, getattr(c, name)))
+    for name in ("d_ff", "n_encoder_layers", "n_decoder_layers", "src_vocab_size"):
+        setattr(c, name, check_int(name, getattr(c, name), allow_none=True))
+    if c.d_model % c.n_heads:
+        raise ValueError(f"d_model={c.d_model} must be divisible by n_heads={c.n_heads}")
+    c.n_kv_heads = check_int("n_kv_heads", c.n_kv_heads, maximum=c.n_heads, allow_none=True)
+    if c.n_kv_heads is not None and c.n_heads % c.n_kv_heads:
+        raise ValueError(f"n_kv_heads={c.n_kv_heads} must divide n_heads={c.n_heads} "
+                         "(each key/value head serves n_heads/n_kv_heads query heads)")
+    c.dropout = check_dropout(c.dropout, "dropout")
+    check_backend(c.backend)
+    for name in ("norm_first", "tie_embeddings", "bias", "final_norm", "scale_embeddings"):
+        if not isinstance(getattr(c, name), bool): raise TypeError(f"{name}={getattr(c, name)!r} must be a bool")
+    if c.qkv_bias is not None and not isinstance(c.qkv_bias, bool):
+        raise TypeError(f"qkv_bias={c.qkv_bias!r} must be a bool or None")
+    c.logit_scale = _check_number("logit_scale", c.logit_scale, 0, allow_none=True)
+    c.layer_norm_eps = _check_number("layer_norm_eps", c.layer_norm_eps, 0, allow_none=True)
+    c.rope_base = _check_number("rope_base", c.rope_base, 1)
+    c.rope_scaling = check_rope_scaling(c.rope_scaling, c.rope_base)   # a clean copy, or None
+    if c.rope_scaling is not None and c.positional != "rope":
+        raise ValueError(f"rope_scaling={c.rope_scaling!r} needs positional='rope', got positional={c.positional!r}")
+    if c.positional not in positionals: raise ValueError(f"positional={c.positional!r} must be one of {positionals}")
+    if c.activation not in activations:
+        raise ValueError(f"activation={c.activation!r} must be one of {activations}")
+    if c.d_ff is None and c.activation != "swiglu": c.d_ff = 4 * c.d_model
+    if c.norm not in norms: raise ValueError(f"norm={c.norm!r} must be one of {norms}")
+    if c.positional == "sinusoidal" and c.d_model % 2:
+        raise ValueError(f"d_model={c.d_model} must be even for positional='sinusoidal' (sin/cos pairs)")
+    if c.positional == "rope" and c.head_dim % 2:
+        raise ValueError(f"head_dim=d_model//n_heads={c.head_dim} must be even for positional='rope'")
+    c.pad_id = check_int("pad_id", c.pad_id, 0, min(c.vocab_size, c.src_vocab_size or c.vocab_size) - 1, allow_none=True,
+                         rule="None or an int in [0, vocab_size) of both vocabularies")
+
+def _check_length(T, past, max_len, name="idx"):
+    "Raise a `ValueError` when positions past .. past+T-1 go beyond `max_len` (T and past: ints >= 0)."
+    if not isinstance(T, torch.SymInt): T = check_int("T", T, minimum=0)            # a traced length (torch.compile with
+    if not isinstance(past, torch.SymInt): past = check_int("past", past, minimum=0)  # dynamic shapes) is an int already
+    if past + T > max_len:
+        what = f"{name}.shape[1]={T}" + (f" after {past} cached tokens" if past else "")
+        raise ValueError(f"{what} must be <= max_len={max_len} (positions 0..max_len-1)")
+
+def _check_like(x):
+    "Raise a `TypeError` unless `x` (whose dtype and device the bias takes) is a floating tensor."
+    if not isinstance(x, torch.Tensor): raise TypeError(f"x must be a floating torch.Tensor (the bias takes its dtype and device), got {type(x).__name__}")
+    if not x.is_floating_point(): raise TypeError(f"x.dtype={x.dtype} must be a floating dtype (the bias takes x's dtype and device)")
+
+def _check_generate(config, ids, max_new_tokens, greedy, temperature, top_k, name):
+    "Raise unless a plain `generate` call is valid: ids (B, T) with T + max_new_tokens <= max_len, and the sampling options."
+    check_tokens(ids, config.vocab_size, name); check_int("max_new_tokens", max_new_tokens, minimum=0); check_bool("greedy", greedy)
+    if not greedy: check_sampling(temperature=temperature, top_k=top_k, vocab_size=config.vocab_size)
+    if ids.shape[1] + max_new_tokens > config.max_len:
+        raise ValueError(f"{name}.shape[1]={ids.shape[1]} plus max_new_tokens={max_new_tokens} must be <= max_len={config.max_len}")
+
+def _check_unembed(lm_head, h, scale):
+    "Return `scale` as a float (or None); raise unless `lm_head` is an nn.Linear and `h` a (B, T, d_model) stream of its dtype."
+    if not isinstance(lm_head, torch.nn.Linear): raise TypeError(f"lm_head must be a torch.nn.Linear (the unembedding), got {type(lm_head).__name__}")
+    if isinstance(h, torch.Tensor) and h.is_floating_point() and h.dim() and h.shape[-1] != lm_head.in_features:
+        raise ValueError(f"h.shape[-1]={h.shape[-1]} must equal lm_head.in_features={lm_head.in_features} (d_model)")
+    _check_stream(h, lm_head.in_features, "h", lm_head.weight.dtype); check_scale(scale)
+    return None if scale is None else float(scale)
+
+def _check_greedy_args(a, prompt_len, atol, rtol):
+    "Return (prompt_len, atol, rtol) as Python numbers: prompt_len in [1, a.shape[-1]], atol and rtol finite numbers >= 0."
+    prompt_len = check_int("prompt_len", prompt_len, minimum=1, maximum=a.shape[-1])
+    ok = lambda v: v >= 0
+    return prompt_len, _check_real("atol", atol, "a finite number >= 0", ok), _check_real("rtol", rtol, "a finite number >= 0", ok)
+
+def _check_cache(cache, n_layers):
+    "The number of tokens the cache holds (0 for None or a StaticCache); raise unless it is a decoding cache with one layer per block."
+    if cache is None: return 0
+    if not getattr(type(cache), "_decoding_state", False):             # DecoderCache (chapter 10) and StaticCache (chapter 11)
+        raise TypeError(f"cache must be a DecoderCache, a StaticCache or None, got {type(cache).__name__}")
+    if len(cache.layers) != n_layers:
+        raise ValueError(f"cache has {len(cache.layers)} layers; it must have one per decoder block ({n_layers})")
+    return 0 if cache.static else len(cache)
+
+def _check_lm_loss(logits, targets):
+    "Raise unless `logits` is a floating (B, T, V) tensor and `targets` (B, T) ids in [0, V) or -100."
+    if not isinstance(logits, torch.Tensor): raise TypeError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
+    if not logits.is_floating_point(): raise TypeError(f"logits.dtype={logits.dtype} must be a floating dtype")
+    if logits.dim() != 3: raise ValueError(f"logits.dim()={logits.dim()} must be 3: (B, T, V)")
+    check_targets(targets, logits.shape[:2], logits.shape[-1])
+
+def _check_causal(tgt_mask, tgt_is_causal):
+    "Raise unless `tgt_is_causal` is a bool that is False when an explicit `tgt_mask` is given."
+    check_bool("tgt_is_causal", tgt_is_causal)
+    if tgt_mask is not None and tgt_is_causal:
+        raise ValueError("tgt_is_causal=True together with an explicit tgt_mask is ambiguous (add a causal mask, or is tgt_mask "
+                         "already causal?): fold the causal part into tgt_mask and pass tgt_is_causal=False")
+
+def _check_callable(name, value, what):
+    "Raise a `TypeError` naming `name` unless `value` is None or callable; `what` is the rule."
+    if value is not None and not callable(value): raise TypeError(f"{name}={value!r} must be {what}")
+
+def _check_torch_transformer(m):
+    "Raise unless `m` is an `nn.Transformer` with its two final LayerNorms (what `TransformerStack.from_torch` copies)."
+    if not isinstance(m, torch.nn.Transformer): raise TypeError(f"m must be an nn.Transformer, got {type(m).__name__}")
+    if m.encoder.norm is None or m.decoder.norm is None:
+        raise ValueError("m.encoder.norm and m.decoder.norm must be LayerNorms (nn.Transformer always builds them)")
+
+def _check_keep(ids, keep, name):
+    "Raise unless `keep` (named `name`, 'src_keep' for the ids 'src') is a bool tensor of the ids' shape, True on real tokens."
+    if not isinstance(keep, torch.Tensor): raise TypeError(f"{name} must be a bool torch.Tensor (True on real tokens), got {type(keep).__name__}")
+    if keep.dtype != torch.bool: raise TypeError(f"{name}.dtype={keep.dtype} must be torch.bool (True on real tokens)")
+    if keep.shape != ids.shape:
+        raise ValueError(f"{name}.shape={tuple(keep.shape)} must equal {name[:-5]}.shape={tuple(ids.shape)} (True on real tokens)")
 
 # %% ../nbs/appendix_checks.ipynb #2b59b0b3
 import torch.nn as nn
@@ -744,10 +869,7 @@ def _check_index(idx, n: int) -> Tensor: # (B,) int64 or int32
     "`idx` as a 1-D integer tensor of indices in [0, n) (examples of a data set); a TypeError/ValueError naming idx otherwise."
     if not isinstance(idx, Tensor):
         _check_iterable("idx", idx, "a 1-D tensor or a sequence of int indices")
-        idx = list(idx)
-        bad = [i for i in idx if isinstance(i, bool) or not isinstance(i, numbers.Integral)]
-        if bad: raise TypeError(f"idx holds {bad[0]!r}; every index must be an int")
-        idx = torch.tensor(idx, dtype=torch.long)                        # (B,)
+        idx = torch.tensor(_check_int_items("idx", list(idx), minimum=None, rule="an int index"), dtype=torch.long)   # (B,)
     if idx.dtype not in (torch.int64, torch.int32): raise TypeError(f"idx.dtype={idx.dtype} must be torch.int64 or torch.int32 (indices)")
     if idx.dim() != 1: raise ValueError(f"idx.dim()={idx.dim()} must be 1: (B,) indices")
     check_values((idx >= 0) & (idx < n), lambda: f"idx holds indices from {int(idx.min())} to {int(idx.max())}; "

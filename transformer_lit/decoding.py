@@ -4,22 +4,77 @@
 
 # %% ../nbs/10_decoding.ipynb #af923e88
 from __future__ import annotations
-import json, math
+import json, math, numbers
 from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from .checks import (_check_id, _check_number, _check_rows, _check_step, check_attention_mask, check_beam, check_bool, check_int, check_logits,
-                                    check_sampling, check_tokens, check_values, left_padding_mask)
-from .multihead import CrossKVCache, KVCache
+from .checks import (_check_id, _check_number, _check_real, _check_rows, _check_step, check_attention_mask, check_beam, check_bool, check_int, check_logits,
+                                    check_sampling, check_tokens, check_values, left_padding_mask, _check_kv_growing)
 from .model import DecoderOnlyLM, Transformer
 
 # %% auto #0
-__all__ = ['DecoderCache', 'new_cache', 'temperature_filter', 'top_k_filter', 'top_p_filter', 'min_p_filter', 'filter_logits',
-           'sample_next', 'repetition_penalty_filter', 'no_repeat_ngram_filter', 'lm_generate', 'generation_defaults',
-           'seq2seq_generate', 'gnmt_penalty', 'beam_search', 'lm_beam_search', 'seq2seq_beam_search']
+__all__ = ['KVCache', 'CrossKVCache', 'DecoderCache', 'new_cache', 'temperature_filter', 'top_k_filter', 'top_p_filter',
+           'min_p_filter', 'filter_logits', 'sample_next', 'repetition_penalty_filter', 'no_repeat_ngram_filter',
+           'lm_generate', 'generation_defaults', 'seq2seq_generate', 'gnmt_penalty', 'beam_search', 'lm_beam_search',
+           'seq2seq_beam_search']
 
 # %% ../nbs/10_decoding.ipynb #6ef6782f
+def _nbytes(*tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+
+class KVCache:
+    "The keys and values seen so far by one attention layer, (B, G, T, D) each, grown explicitly by `append`."
+    def __init__(self): self.k = self.v = None
+    def __len__(self): return self._n
+    @property
+    def start(self) -> int: return self._n                          # the position of the next new key
+    def key_mask(self, q_len, is_causal): return None               # every slot returned by `append` holds a real key
+    def nbytes(self) -> int:
+        "Bytes held by the cached keys and values: 2 x B x G x T x D x the element size."
+        return _nbytes(self.k, self.v)
+    def append(self, k: Tensor, v: Tensor): # new keys/values (B, G, t, D)
+        "Add `k`, `v` after the cached ones and return all keys and values."
+        _check_kv_growing(k, v, self.k, self.v)
+        return self._append(k, v)
+
+    # -- storage: buffers with spare room, so that appending one token copies one token, not the whole cache
+    @property
+    def k(self): return None if self._k is None else self._k[..., :self._n, :]   # (B, G, T, D): a view of the filled slots
+    @k.setter
+    def k(self, t): self._k, self._n = t, (0 if t is None else t.shape[-2])     # e.g. beam search's reordered rows
+    @property
+    def v(self): return None if self._v is None else self._v[..., :self._n, :]   # (B, G, T, Dv)
+    @v.setter
+    def v(self, t): self._v = t
+    def _append(self, k, v):
+        "`append` without the checks: write into the spare slots; when they run out, copy once into buffers twice as long."
+        n, t = self._n, k.shape[-2]
+        if self._k is None or n + t > self._k.shape[-2]:                # amortised growth: O(1) copies per token
+            cap = max(2 * (n + t), 16)
+            grow = lambda old, new: torch.cat([old[..., :n, :], new.new_empty(*new.shape[:-2], cap - n, new.shape[-1])], -2)
+            self._k = grow(self._k, k) if self._k is not None else k.new_empty(*k.shape[:-2], cap, k.shape[-1])
+            self._v = grow(self._v, v) if self._v is not None else v.new_empty(*v.shape[:-2], cap, v.shape[-1])
+        self._k[..., n:n + t, :] = k; self._v[..., n:n + t, :] = v      # in place: the slots after the cached ones
+        self._n = n + t
+        return self.k, self.v
+
+class CrossKVCache:
+    "The keys and values of one fixed memory (an encoder output), (B, G, S, D) each: set by the first call, then reused."
+    start = 0                                                       # the memory's keys come after no earlier ones
+    def __init__(self): self.k = self.v = None
+    def __len__(self): return 0 if self.k is None else self.k.shape[-2]
+    @property
+    def memory_kv(self): return None if self.k is None else (self.k, self.v)   # what later calls attend to, unprojected
+    def append(self, k: Tensor, v: Tensor): # the memory's keys/values (B, G, S, D), projected by the first call
+        "Store `k`, `v` if the cache is empty; return the memory's keys and values."
+        if self.k is None: self.k, self.v = k, v
+        return self.k, self.v
+    def key_mask(self, q_len, is_causal): return None               # every key of the memory is real
+    def nbytes(self) -> int:
+        "Bytes held by the memory's keys and values: 2 x B x G x S x D x the element size."
+        return _nbytes(self.k, self.v)
+
 class DecoderCache:
     "Explicit decoding state per decoder layer: a `KVCache` for the self-attention and a `CrossKVCache` for the memory."
     _decoding_state, static = True, False                          # what the models' forward looks for
@@ -71,7 +126,7 @@ def top_k_filter(logits: Tensor, # (B, V)
                  k: int, # keep the k largest scores of each row (ties with the k-th too)
                 ) -> Tensor: # (B, V), the others -inf
     "Set every score below the k-th largest of its row to -inf."
-    check_logits(logits); check_sampling(top_k=k, vocab_size=logits.shape[-1])
+    check_logits(logits); k = check_int("k", k, 1, logits.shape[-1], rule=f"an int in [1, vocab_size={logits.shape[-1]}]")
     return _top_k(logits, k)
 
 def _top_k(logits, k):
@@ -82,7 +137,7 @@ def top_p_filter(logits: Tensor, # (B, V)
                  p: float, # the nucleus' probability mass, in (0, 1]
                 ) -> Tensor: # (B, V), the others -inf
     "Keep the smallest set of most likely tokens whose probabilities sum to at least p (nucleus sampling)."
-    check_logits(logits); check_sampling(top_p=p)
+    check_logits(logits); p = _check_real("p", p, "a number in (0, 1]", lambda v: 0 < v <= 1)
     return _top_p(logits, p)
 
 def _top_p(logits, p):
@@ -178,13 +233,12 @@ def _against_repeats(logits, ids, keep, penalty, n): # the generators' step: the
 # %% ../nbs/10_decoding.ipynb #f2d0417e
 def _stops(vocab_size, eos_ids, pad_id=None, default_pad=None):
     "Check `eos_ids` (None, a token id, or a list or tuple of them) and `pad_id`; return (the stop ids, the id written after a stop)."
-    if eos_ids is None or isinstance(eos_ids, int) and not isinstance(eos_ids, bool): stops = [] if eos_ids is None else [eos_ids]
+    if eos_ids is None or isinstance(eos_ids, numbers.Integral) and not isinstance(eos_ids, bool): stops = [] if eos_ids is None else [eos_ids]
     elif isinstance(eos_ids, (list, tuple)): stops = list(eos_ids)
     else: raise TypeError(f"eos_ids={eos_ids!r} must be None, a token id or a list of token ids")
-    for s in stops:
-        if vocab_size is None: check_int("eos_ids", s, minimum=0)              # beam_search: the vocabulary is not known yet
-        else: _check_id("eos_ids", s, vocab_size, allow_none=False)
-    if vocab_size is not None: _check_id("pad_id", pad_id, vocab_size)
+    stops = [check_int("eos_ids", s, minimum=0) if vocab_size is None                # beam_search: the vocabulary is not known yet
+             else _check_id("eos_ids", s, vocab_size, allow_none=False) for s in stops]
+    if vocab_size is not None: pad_id = _check_id("pad_id", pad_id, vocab_size)
     return stops, pad_id if pad_id is not None else default_pad if default_pad is not None else stops[0] if stops else None
 
 @torch.no_grad()
@@ -323,8 +377,8 @@ def gnmt_penalty(length: int|Tensor, # |Y|: generated tokens, the EOS included
     if isinstance(length, Tensor):
         if length.dtype == torch.bool or length.is_complex(): raise TypeError(f"length.dtype={length.dtype} must be an integer or floating dtype")
         check_values(length >= 0, lambda: f"length holds {length[length < 0].flatten()[0].item()}; every length must be >= 0")
-    else: check_int("length", length, minimum=0)
-    _check_number("alpha", alpha, note=" (GNMT's α; 0 for none)")
+    else: length = check_int("length", length, minimum=0)
+    alpha = _check_number("alpha", alpha, note=" (GNMT's α; 0 for none)")
     return ((5 + length) / 6) ** alpha
 
 def beam_search(step, # step(tokens (N, t), parents (N,) or None) -> log-probabilities (N, V) of the next token

@@ -9,6 +9,7 @@ __all__ = ['ROUNDING_STEPS', 'ExerciseFailed', 'as_answer', 'rounding_allowance'
 # %% ../nbs/exercises.ipynb #ex0cd001
 import math
 import torch
+from .checks import _check_real   # the validators (appendix "Checking the inputs")
 
 class ExerciseFailed(AssertionError):
     "A check's verdict on a wrong answer. IPython (JupyterLab, nbdev_test's shell) shows its message alone, without a traceback."
@@ -50,6 +51,7 @@ def rounding_allowance(dtype, # the answer's dtype (None: a Python number, exact
                        scale:float, # the size of the values, max(1, max |expected|)
                       ) -> float:
     "How far a correct answer computed in `dtype` may sit from the exact value: `ROUNDING_STEPS` roundings of its precision."
+    scale = _check_real("scale", scale, "a finite number >= 0", lambda v: v >= 0)
     if dtype is None or not dtype.is_floating_point: dtype = torch.float64   # Python floats are float64; integers: exact or wrong
     eps = torch.finfo(torch.float32 if torch.finfo(dtype).bits < 32 else dtype).eps   # half precision: held to float32's
     return ROUNDING_STEPS * eps * scale
@@ -78,6 +80,7 @@ def expect_close(what:str, # what was computed, as the message should name it ("
                  answer=None, # the learner's raw answer when `got` was computed from it: its dtype sets the rounding allowed
                 ):
     "Raise `ExerciseFailed` naming `what`, the expected and the received value unless they agree within `tol`, widened to the answer's rounding."
+    tol = _check_real("tol", tol, "a finite number >= 0", lambda v: v >= 0)
     if tol == 0 and not isinstance(expected, torch.Tensor) and float(expected) == int(expected): return expect_equal(what, got, int(expected))
     e, edtype = as_answer(f"the reference value of {what}", expected)   # a float32 reference carries its own rounding
     t, dtype = as_answer(what, got)

@@ -11,12 +11,12 @@ from torch import Tensor
 from .checks import _check_rows, check_attention_mask, check_bool, check_int, check_tokens, check_values
 from .checks import _check_kv_static, _check_static_cache, _check_static_rows
 from .attention import _SDPA_HAS_GQA, choose_backend, repeat_kv
-from .multihead import CrossKVCache, MultiHeadAttention, _nbytes, _rotate
+from .multihead import MultiHeadAttention, _rotate
 from .norm import LayerNorm, RMSNorm
 from .blocks import DecoderOnlyBlock
 from .ffn import FeedForward, SwiGLU
 from .model import DecoderOnlyLM, Transformer   # the models the caches serve (type hints)
-from .decoding import lm_generate, new_cache
+from .decoding import CrossKVCache, _nbytes, lm_generate, new_cache
 
 # %% auto #0
 __all__ = ['StaticKVCache', 'StaticCache', 'new_static_cache', 'fast_generate']
@@ -105,6 +105,7 @@ class StaticKVCache:
     def start(self) -> Tensor: return self.pos                       # the position of the next new key: a 0-d tensor
     def key_mask(self, q_len: int, is_causal: bool) -> Tensor:
         "After `append`: which of the max_len slots each of the q_len new queries may read, (q_len, max_len) bool."
+        if not isinstance(q_len, torch.SymInt): q_len = check_int("q_len", q_len)  # a traced length (torch.compile) is an int already
         j = torch.arange(self.max_len, device=self.pos.device)          # (max_len,)
         if is_causal: return j <= (self.pos - q_len + torch.arange(q_len, device=j.device))[:, None]  # bottom-right
         return (j < self.pos).expand(q_len, self.max_len)               # the slots written so far

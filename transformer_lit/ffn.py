@@ -61,9 +61,9 @@ def swiglu_hidden_dim(d_model:int,                       # width of the residual
                       ffn_dim_multiplier:float|None=None # optional extra factor, applied before rounding
                      ) -> int:
     "LLaMA's SwiGLU hidden width: int(⅔·4·d_model), times the multiplier, rounded up to `multiple_of`."
-    check_int("d_model", d_model); check_int("multiple_of", multiple_of)
+    d_model, multiple_of = check_int("d_model", d_model), check_int("multiple_of", multiple_of)
     h = 8 * d_model // 3                                 # = int(2 * (4 * d_model) / 3) in Meta's code
-    _check_multiplier(ffn_dim_multiplier)
+    ffn_dim_multiplier = _check_multiplier(ffn_dim_multiplier)
     if ffn_dim_multiplier is not None: h = int(ffn_dim_multiplier * h)
     return multiple_of * -(-h // multiple_of)           # ceil(h / multiple_of) · multiple_of
 
@@ -77,9 +77,9 @@ class SwiGLU(nn.Module):
                  dropout:float=0.0,     # dropout on the gated hidden activations (LLaMA uses none)
                  bias:bool=False):      # LLaMA and PaLM use no biases
         super().__init__()
-        check_int("d_model", d_model); check_dropout(dropout, "dropout"); check_bool("bias", bias)
-        if d_ff is None: d_ff = swiglu_hidden_dim(d_model, multiple_of)
-        check_int("d_ff", d_ff)
+        d_model, multiple_of = check_int("d_model", d_model), check_int("multiple_of", multiple_of)  # multiple_of: checked even when unused
+        check_dropout(dropout, "dropout"); check_bool("bias", bias)
+        d_ff = swiglu_hidden_dim(d_model, multiple_of) if d_ff is None else check_int("d_ff", d_ff)
         self.w1 = nn.Linear(d_model, d_ff, bias=bias)   # gate: SiLU(x W1); weight (d_ff, d_model)
         self.w2 = nn.Linear(d_ff, d_model, bias=bias)   # output projection; weight (d_model, d_ff)
         self.w3 = nn.Linear(d_model, d_ff, bias=bias)   # linear ("up") branch x W3; weight (d_ff, d_model)
@@ -97,7 +97,7 @@ class SwiGLU(nn.Module):
 # %% ../nbs/04_ffn.ipynb #bddcf774
 def ffn_param_count(d_model:int, d_ff:int, gated:bool=False, bias:bool=True) -> int:
     "Parameters of an FFN (2 matrices) or a gated FFN such as SwiGLU (3 matrices), with or without biases."
-    check_int("d_model", d_model); check_int("d_ff", d_ff); check_bool("gated", gated); check_bool("bias", bias)
+    d_model, d_ff = check_int("d_model", d_model), check_int("d_ff", d_ff); check_bool("gated", gated); check_bool("bias", bias)
     n_in = 2 if gated else 1                      # input projections: w1 (and w3 when gated)
     return (n_in + 1) * d_model * d_ff + ((n_in * d_ff + d_model) if bias else 0)
 

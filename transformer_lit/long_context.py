@@ -78,7 +78,7 @@ def loss_by_position(model, # a language model: token ids (B, T) -> logits (B, T
                      T:int, # window length
                      batch_size:int=8):
     "Mean next-token cross-entropy (nats) at each position 0..T-1 over the non-overlapping windows of `ids`: (T,) float64."
-    _check_token_stream(ids, T); check_int('batch_size', batch_size)
+    _check_token_stream(ids, T); batch_size = check_int('batch_size', batch_size)
     n = (ids.numel() - 1) // T                                              # windows: T inputs, the next T tokens as targets
     x, y = ids[:n * T].view(n, T), ids[1:n * T + 1].view(n, T)              # (n, T) each
     total, was = torch.zeros(T, dtype=torch.float64), model.training

@@ -10,8 +10,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
-from .attention import check_backend, check_bool, check_dropout, check_int, check_scale, check_values, _check_real
-from .checks import _check_number, check_attention_mask, check_sampling, check_targets, check_tokens
+from .attention import check_backend, check_int, check_values
+from .checks import (check_attention_mask, check_tokens, check_targets, _check_type, _check_model, _check_config,
+                                    _check_length, _check_like, _check_generate, _check_unembed, _check_cache, _check_lm_loss,
+                                    _check_causal, _check_callable, _check_torch_transformer, _check_keep,
+                                    _check_greedy_args)  # appendix "Checking the inputs"
 from .blocks import BLOCK_ACTIVATIONS, NORMS, DecoderBlock, DecoderOnlyBlock, EncoderBlock, _check_x, make_norm
 from .masks import causal_mask
 from .positional import (LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEmbedding, alibi_bias,
@@ -60,7 +63,7 @@ class TransformerConfig:
     rope_scaling: dict|None = None   # None, or a Hugging Face rope_scaling dict (linear, dynamic, yarn, llama3)
     backend: str = "auto"            # attention backend of every block: "auto", "math", "sdpa", "flash", "triton"
 
-    def __post_init__(self): _check_config(self)           # every field, where it enters (below)
+    def __post_init__(self): _check_config(self, POSITIONALS, BLOCK_ACTIVATIONS, NORMS, check_backend)   # every field, where it enters
 
     @property
     def head_dim(self) -> int: return self.d_model // self.n_heads
@@ -77,42 +80,6 @@ class TransformerConfig:
         return self.d_model ** -0.5 if self.tie_embeddings and self.scale_embeddings else 1.0
 
 # %% ../nbs/09_transformer.ipynb #6a099342
-def _check_config(c: TransformerConfig):
-    "Raise a `TypeError`/`ValueError` naming the first bad field of `c`; fill in the defaults that depend on others."
-    for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"): check_int(name, getattr(c, name))
-    for name in ("d_ff", "n_encoder_layers", "n_decoder_layers", "src_vocab_size"):
-        check_int(name, getattr(c, name), allow_none=True)
-    if c.d_model % c.n_heads:
-        raise ValueError(f"d_model={c.d_model} must be divisible by n_heads={c.n_heads}")
-    check_int("n_kv_heads", c.n_kv_heads, maximum=c.n_heads, allow_none=True)
-    if c.n_kv_heads is not None and c.n_heads % c.n_kv_heads:
-        raise ValueError(f"n_kv_heads={c.n_kv_heads} must divide n_heads={c.n_heads} "
-                         "(each key/value head serves n_heads/n_kv_heads query heads)")
-    check_dropout(c.dropout, "dropout")
-    check_backend(c.backend)
-    for name in ("norm_first", "tie_embeddings", "bias", "final_norm", "scale_embeddings"):
-        if not isinstance(getattr(c, name), bool): raise TypeError(f"{name}={getattr(c, name)!r} must be a bool")
-    if c.qkv_bias is not None and not isinstance(c.qkv_bias, bool):
-        raise TypeError(f"qkv_bias={c.qkv_bias!r} must be a bool or None")
-    _check_number("logit_scale", c.logit_scale, 0, allow_none=True)
-    _check_number("layer_norm_eps", c.layer_norm_eps, 0, allow_none=True)
-    _check_number("rope_base", c.rope_base, 1)
-    c.rope_scaling = check_rope_scaling(c.rope_scaling, c.rope_base)   # a clean copy, or None
-    if c.rope_scaling is not None and c.positional != "rope":
-        raise ValueError(f"rope_scaling={c.rope_scaling!r} needs positional='rope', got positional={c.positional!r}")
-    if c.positional not in POSITIONALS: raise ValueError(f"positional={c.positional!r} must be one of {POSITIONALS}")
-    if c.activation not in BLOCK_ACTIVATIONS:
-        raise ValueError(f"activation={c.activation!r} must be one of {BLOCK_ACTIVATIONS}")
-    if c.d_ff is None and c.activation != "swiglu": c.d_ff = 4 * c.d_model
-    if c.norm not in NORMS: raise ValueError(f"norm={c.norm!r} must be one of {NORMS}")
-    if c.positional == "sinusoidal" and c.d_model % 2:
-        raise ValueError(f"d_model={c.d_model} must be even for positional='sinusoidal' (sin/cos pairs)")
-    if c.positional == "rope" and c.head_dim % 2:
-        raise ValueError(f"head_dim=d_model//n_heads={c.head_dim} must be even for positional='rope'")
-    if c.pad_id is not None and not (isinstance(c.pad_id, int) and not isinstance(c.pad_id, bool)
-                                        and 0 <= c.pad_id < min(c.vocab_size, c.src_vocab_size or c.vocab_size)):
-        raise ValueError(f"pad_id={c.pad_id!r} must be None or an int in [0, vocab_size) of both vocabularies")
-
 TransformerConfig.__doc__ = """Every size and switch of `Transformer` and `DecoderOnlyLM`; checked when it is created.
 
 Fields, with what each means and the values it accepts:
@@ -145,13 +112,10 @@ Fields, with what each means and the values it accepts:
 """
 
 # %% ../nbs/09_transformer.ipynb #3ae1c68c
-def _check_module(name, m):
-    if not isinstance(m, nn.Module): raise TypeError(f"{name} must be a torch.nn.Module, got {type(m).__name__}")
-
 def count_parameters(module: nn.Module, # any model; works on the `meta` device too
                     ) -> int:
     "The number of distinct trainable parameters: a tied (shared) tensor is counted once."
-    _check_module("module", module)
+    _check_model(module, "module")
     unique = {id(p): p for p in module.parameters() if p.requires_grad}   # parameters() already skips repeats
     return sum(p.numel() for p in unique.values())
 
@@ -163,7 +127,7 @@ class TokenEmbedding(nn.Module):
                  scale: bool=True, # multiply by √d_model; the weights then start with std d_model^-0.5
                 ):
         super().__init__()
-        check_int("vocab_size", vocab_size); check_int("d_model", d_model)
+        vocab_size, d_model = check_int("vocab_size", vocab_size), check_int("d_model", d_model)
         self.vocab_size, self.d_model, self.scale = vocab_size, d_model, scale
         self.weight = nn.Parameter(torch.empty(vocab_size, d_model))   # E, (V, d_model)
         nn.init.normal_(self.weight, std=d_model ** -0.5 if scale else 0.02)
@@ -176,16 +140,11 @@ class TokenEmbedding(nn.Module):
     def extra_repr(self): return f"{self.vocab_size}, {self.d_model}, scale={self.scale}"
 
 # %% ../nbs/09_transformer.ipynb #062feae2
-def _check_like(x):
-    "Raise a `TypeError` unless `x` (whose dtype and device the bias takes) is a floating tensor."
-    if not isinstance(x, Tensor): raise TypeError(f"x must be a floating torch.Tensor (the bias takes its dtype and device), got {type(x).__name__}")
-    if not x.is_floating_point(): raise TypeError(f"x.dtype={x.dtype} must be a floating dtype (the bias takes x's dtype and device)")
-
 class Positions(nn.Module):
     "The position information `config.positional` asks for: added to the input, rotating q/k, or biasing scores."
     def __init__(self, config: TransformerConfig):
         super().__init__()
-        if not isinstance(config, TransformerConfig): raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
+        _check_type("config", config, TransformerConfig, "a TransformerConfig")
         c = self.config = config
         self.kind, self.max_len = c.positional, c.max_len
         self.absolute = (SinusoidalPositionalEmbedding(c.d_model) if c.positional == "sinusoidal" else   # computed, no parameters
@@ -194,9 +153,7 @@ class Positions(nn.Module):
 
     def check_length(self, T: int, past: int=0, name: str="idx"):
         "Raise a `ValueError` when positions past .. past+T-1 go beyond `max_len`."
-        if past + T > self.max_len:
-            what = f"{name}.shape[1]={T}" + (f" after {past} cached tokens" if past else "")
-            raise ValueError(f"{what} must be <= max_len={self.max_len} (positions 0..max_len-1)")
+        _check_length(T, past, self.max_len, name)
 
     def forward(self, x: Tensor, # token embeddings (B, T, d_model) of positions offset .. offset+T-1
                 offset: int=0, # the position of x[:, 0] when `positions` is None
@@ -223,7 +180,7 @@ class DecoderOnlyLM(nn.Module):
     "GPT-style language model: token embedding, positions, `n_layers` causal blocks, final norm, unembedding."
     def __init__(self, config: TransformerConfig):
         super().__init__()
-        if not isinstance(config, TransformerConfig): raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
+        _check_type("config", config, TransformerConfig, "a TransformerConfig")
         c = self.config = config
         self.tok = TokenEmbedding(c.vocab_size, c.d_model, c.scale_embeddings)
         self.pos = Positions(c)
@@ -269,13 +226,6 @@ class DecoderOnlyLM(nn.Module):
             idx = torch.cat([idx, nxt[:, None]], dim=1)                      # (B, T+1)
         return idx
 
-def _check_generate(config, ids, max_new_tokens, greedy, temperature, top_k, name):
-    "Raise unless a plain `generate` call is valid: ids (B, T) with T + max_new_tokens <= max_len, and the sampling options."
-    check_tokens(ids, config.vocab_size, name); check_int("max_new_tokens", max_new_tokens, minimum=0); check_bool("greedy", greedy)
-    if not greedy: check_sampling(temperature=temperature, top_k=top_k, vocab_size=config.vocab_size)
-    if ids.shape[1] + max_new_tokens > config.max_len:
-        raise ValueError(f"{name}.shape[1]={ids.shape[1]} plus max_new_tokens={max_new_tokens} must be <= max_len={config.max_len}")
-
 def _pick(logits, greedy, temperature, top_k, generator):
     "The next token (B,) from the last logits (B, V): the argmax, or a draw from softmax(logits / temperature) over the top k."
     if greedy: return logits.argmax(-1)
@@ -288,23 +238,11 @@ def unembed(lm_head: nn.Linear, # the unembedding U, weight (V, d_model)
             scale: float|None=1.0, # the config's output_scale property; None: 1
            ) -> Tensor: # logits (B, T, V)
     "Logits h·Uᵀ, with h multiplied by `scale` first (d_model^-0.5 for tied, √d_model-scaled embeddings)."
-    if not isinstance(lm_head, nn.Linear): raise TypeError(f"lm_head must be a torch.nn.Linear (the unembedding), got {type(lm_head).__name__}")
-    if isinstance(h, Tensor) and h.is_floating_point() and h.dim() and h.shape[-1] != lm_head.in_features:
-        raise ValueError(f"h.shape[-1]={h.shape[-1]} must equal lm_head.in_features={lm_head.in_features} (d_model)")
-    _check_x(h, lm_head.in_features, "h", lm_head.weight.dtype); check_scale(scale)
+    scale = _check_unembed(lm_head, h, scale)
     return lm_head(h if scale is None or scale == 1.0 else h * scale)
 
 
 # %% ../nbs/09_transformer.ipynb #34c77286
-def _check_cache(cache, n_layers):
-    "The number of tokens the cache holds (0 for None or a StaticCache); raise unless it is a decoding cache with one layer per block."
-    if cache is None: return 0
-    if not getattr(type(cache), "_decoding_state", False):             # DecoderCache (chapter 10) and StaticCache (chapter 11)
-        raise TypeError(f"cache must be a DecoderCache, a StaticCache or None, got {type(cache).__name__}")
-    if len(cache.layers) != n_layers:
-        raise ValueError(f"cache has {len(cache.layers)} layers; it must have one per decoder block ({n_layers})")
-    return 0 if cache.static else len(cache)
-
 def _lm_masks(model, idx, past, cache, attention_mask):
     "(mask, is_causal, positions, bias_at) for the blocks of `model` on the new tokens `idx`; bias_at(x) gives ALiBi's bias or None."
     T, c, pos = idx.shape[1], model.config, model.pos
@@ -330,10 +268,7 @@ def lm_loss(logits: Tensor, # (B, T, V)
             targets: Tensor, # (B, T) ids; -100 positions are ignored
            ) -> Tensor: # scalar: mean cross-entropy over the counted positions
     "Mean next-token cross-entropy, computed in at least float32."
-    if not isinstance(logits, Tensor): raise TypeError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
-    if not logits.is_floating_point(): raise TypeError(f"logits.dtype={logits.dtype} must be a floating dtype")
-    if logits.dim() != 3: raise ValueError(f"logits.dim()={logits.dim()} must be 3: (B, T, V)")
-    check_targets(targets, logits.shape[:2], logits.shape[-1])
+    _check_lm_loss(logits, targets)
     return _cross_entropy(logits, targets)
 
 
@@ -346,7 +281,7 @@ def assert_greedy_agrees(forward, # ids (B, T) -> logits (B, T, V): one full for
                          atol:float=0.0, # bound on |a path's logits - forward's| ...
                          rtol:float=0.0): # ... is atol + rtol * max|logits|
     "Raise `AssertionError` unless `a` and `b` are both greedy for `forward`'s logits up to the bound and equal wherever the choice is clear."
-    check_int("prompt_len", prompt_len, minimum=1, maximum=a.shape[-1])
+    prompt_len, atol, rtol = _check_greedy_args(a, prompt_len, atol, rtol)
     if a.shape != b.shape: raise AssertionError(f"a.shape={tuple(a.shape)} and b.shape={tuple(b.shape)} differ")
     if not torch.equal(a[:, :prompt_len], b[:, :prompt_len]): raise AssertionError("a and b start from different prompts")
     if a.shape[1] == prompt_len: return
@@ -368,20 +303,12 @@ def assert_greedy_agrees(forward, # ids (B, T) -> logits (B, T, V): one full for
     if not clear[:, 0].any(): raise AssertionError(f"no row's first choice is clear of the bound {bound:.3g}: nothing was compared")
 
 # %% ../nbs/09_transformer.ipynb #24f4143b
-def _check_causal(tgt_mask, tgt_is_causal):
-    "Raise unless `tgt_is_causal` is a bool that is False when an explicit `tgt_mask` is given."
-    check_bool("tgt_is_causal", tgt_is_causal)
-    if tgt_mask is not None and tgt_is_causal:
-        raise ValueError("tgt_is_causal=True together with an explicit tgt_mask is ambiguous (add a causal mask, or is tgt_mask "
-                         "already causal?): fold the causal part into tgt_mask and pass tgt_is_causal=False")
-
 class TransformerStack(nn.Module):
     "The encoder and decoder stacks on embedded inputs, each with a final norm: what `nn.Transformer` is."
     def __init__(self, config: TransformerConfig, rotary=None): # rotary: handed to every self-attention (RoPE)
         super().__init__()
-        if not isinstance(config, TransformerConfig): raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
-        if rotary is not None and not callable(rotary):
-            raise TypeError(f"rotary={rotary!r} must be None or callable (a RotaryEmbedding applied to q and k)")
+        _check_type("config", config, TransformerConfig, "a TransformerConfig")
+        _check_callable("rotary", rotary, "None or callable (a RotaryEmbedding applied to q and k)")
         c = self.config = config
         kw = dict(d_ff=c.d_ff, dropout=c.dropout, activation=c.activation, norm_first=c.norm_first, bias=c.bias,
                   norm=c.norm, layer_norm_eps=c.layer_norm_eps, rotary=rotary, n_kv_heads=c.n_kv_heads,
@@ -429,9 +356,7 @@ class TransformerStack(nn.Module):
 @classmethod
 def _stack_from_torch(cls, m: nn.Transformer):
     "A `TransformerStack` with the settings and weights of `m` (any `batch_first`; ours is batch-first)."
-    if not isinstance(m, nn.Transformer): raise TypeError(f"m must be an nn.Transformer, got {type(m).__name__}")
-    if m.encoder.norm is None or m.decoder.norm is None:
-        raise ValueError("m.encoder.norm and m.decoder.norm must be LayerNorms (nn.Transformer always builds them)")
+    _check_torch_transformer(m)
     enc = [EncoderBlock.from_torch(l) for l in m.encoder.layers]
     dec = [DecoderBlock.from_torch(l) for l in m.decoder.layers]
     l0 = m.encoder.layers[0]
@@ -455,7 +380,7 @@ class Transformer(nn.Module):
     "Encoder-decoder Transformer (Vaswani et al. 2017): embeddings, positions, `TransformerStack`, unembedding."
     def __init__(self, config: TransformerConfig):
         super().__init__()
-        if not isinstance(config, TransformerConfig): raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
+        _check_type("config", config, TransformerConfig, "a TransformerConfig")
         c = self.config = config
         self.tgt_embed = TokenEmbedding(c.vocab_size, c.d_model, c.scale_embeddings)
         shared = c.src_vocab_size is None and c.tie_embeddings          # one vocabulary, one matrix (§3.4)
@@ -470,10 +395,7 @@ class Transformer(nn.Module):
     def _keep(self, ids, keep, name):
         "Key mask (B, 1, 1, T), True on real tokens, from a bool (B, T) `keep` named `name` ('src_keep' for the ids 'src'); None stays None."
         if keep is None: return None
-        if not isinstance(keep, Tensor): raise TypeError(f"{name} must be a bool torch.Tensor (True on real tokens), got {type(keep).__name__}")
-        if keep.dtype != torch.bool: raise TypeError(f"{name}.dtype={keep.dtype} must be torch.bool (True on real tokens)")
-        if keep.shape != ids.shape:
-            raise ValueError(f"{name}.shape={tuple(keep.shape)} must equal {name[:-5]}.shape={tuple(ids.shape)} (True on real tokens)")
+        _check_keep(ids, keep, name)
         return keep[:, None, None, :]                                     # (B, 1, 1, T)
 
     def _default_keep(self, ids, keep):
@@ -550,7 +472,7 @@ PARAMETER_GROUPS = ("embeddings", "positions", "attention", "ffn", "norms", "une
 def parameter_breakdown(model: nn.Module, # a `Transformer` or `DecoderOnlyLM` (any device, `meta` included)
                        ) -> dict: # group -> number of distinct trainable parameters
     "Where the parameters sit: embeddings, learned positions, attention, FFN, norms, untied unembedding."
-    _check_module("model", model)
+    _check_model(model, "model")
     groups = dict.fromkeys(PARAMETER_GROUPS, 0)
     for name, p in model.named_parameters():                     # a tied tensor appears once, under its first name
         if not p.requires_grad: continue

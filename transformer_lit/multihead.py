@@ -9,10 +9,10 @@ import torch.nn.functional as F
 from torch import nn
 from .attention import attend, causal_mask, check_backend
 from .checks import (check_kv_heads, check_int, check_mask, _check_merge_heads, _check_split_heads,
-                                    _check_mha_args, _check_mha_inputs, _check_kv_growing)
+                                    _check_mha_args, _check_mha_inputs)
 
 # %% auto #0
-__all__ = ['split_heads', 'merge_heads', 'MultiHeadAttention', 'KVCache', 'CrossKVCache', 'attention_cost', 'kv_cache_bytes']
+__all__ = ['split_heads', 'merge_heads', 'MultiHeadAttention', 'attention_cost', 'kv_cache_bytes']
 
 # %% ../nbs/01_multihead.ipynb #60757fbb
 def split_heads(x: torch.Tensor, # (B, T, H·D)
@@ -67,7 +67,7 @@ class MultiHeadAttention(nn.Module):
                 need_weights: bool=False, # also return the per-head weights (B, H, Lq, Lk); runs the math backend
                 attn_bias: torch.Tensor|None=None, # float added to the scores (ALiBi, relative bias), broadcastable to (B, H, Lq, Lk)
                 positions: torch.Tensor|None=None, # positions for `rotary`; default len(cache) + arange(Lq)
-                cache=None, # KVCache or any cache with its protocol (start, append, key_mask): new keys/values appended; CrossKVCache: the memory's, projected once
+                cache=None, # any object with the cache protocol (start, append, key_mask; memory_kv for a memory): chapter 10's KVCache, CrossKVCache
                ):
         "Attend from `query` to `key`/`value`; returns `out` (B, Lq, d_model), or `(out, weights)`."
         self._check_inputs(query, key, value, mask, attn_bias, positions)
@@ -142,81 +142,41 @@ def _from_torch(cls, m: nn.MultiheadAttention):
         new.out_proj.weight.copy_(m.out_proj.weight)
     return new.train(m.training)
 
-# %% ../nbs/01_multihead.ipynb #837e9266
-def _nbytes(*tensors) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
-
-class KVCache:
-    "The keys and values seen so far by one attention layer, (B, G, T, D) each, grown explicitly by `append`."
-    def __init__(self): self.k = self.v = None
-    def __len__(self): return self._n
-    @property
-    def start(self) -> int: return self._n                          # the position of the next new key
-    def key_mask(self, q_len, is_causal): return None               # every slot returned by `append` holds a real key
-    def nbytes(self) -> int:
-        "Bytes held by the cached keys and values: 2 x B x G x T x D x the element size."
-        return _nbytes(self.k, self.v)
-    def append(self, k: torch.Tensor, v: torch.Tensor): # new keys/values (B, G, t, D)
-        "Add `k`, `v` after the cached ones and return all keys and values."
-        _check_kv_growing(k, v, self.k, self.v)
-        return self._append(k, v)
-
-    # -- storage: buffers with spare room, so that appending one token copies one token, not the whole cache
-    @property
-    def k(self): return None if self._k is None else self._k[..., :self._n, :]   # (B, G, T, D): a view of the filled slots
-    @k.setter
-    def k(self, t): self._k, self._n = t, (0 if t is None else t.shape[-2])     # e.g. beam search's reordered rows
-    @property
-    def v(self): return None if self._v is None else self._v[..., :self._n, :]   # (B, G, T, Dv)
-    @v.setter
-    def v(self, t): self._v = t
-    def _append(self, k, v):
-        "`append` without the checks: write into the spare slots; when they run out, copy once into buffers twice as long."
-        n, t = self._n, k.shape[-2]
-        if self._k is None or n + t > self._k.shape[-2]:                # amortised growth: O(1) copies per token
-            cap = max(2 * (n + t), 16)
-            grow = lambda old, new: torch.cat([old[..., :n, :], new.new_empty(*new.shape[:-2], cap - n, new.shape[-1])], -2)
-            self._k = grow(self._k, k) if self._k is not None else k.new_empty(*k.shape[:-2], cap, k.shape[-1])
-            self._v = grow(self._v, v) if self._v is not None else v.new_empty(*v.shape[:-2], cap, v.shape[-1])
-        self._k[..., n:n + t, :] = k; self._v[..., n:n + t, :] = v      # in place: the slots after the cached ones
-        self._n = n + t
-        return self.k, self.v
-
-class CrossKVCache:
-    "The keys and values of one fixed memory (an encoder output), (B, G, S, D) each: set by the first call, then reused."
-    def __init__(self): self.k = self.v = None
-    def __len__(self): return 0 if self.k is None else self.k.shape[-2]
-    def nbytes(self) -> int:
-        "Bytes held by the memory's keys and values: 2 x B x G x S x D x the element size."
-        return _nbytes(self.k, self.v)
-
 # %% ../nbs/01_multihead.ipynb #p01hooks
-def _check_cache(cache, key):
-    "Raise a `TypeError`/`ValueError` unless `cache` is a CrossKVCache that `key` fits or has the cache protocol (`start`, `append`, `key_mask`)."
-    if not isinstance(cache, CrossKVCache) and not (hasattr(cache, "start") and callable(getattr(cache, "append", None))
-                                                    and callable(getattr(cache, "key_mask", None))):
-        raise TypeError(f"cache must be a KVCache, a CrossKVCache, None or an object with start, append and key_mask "
-                        f"(such as chapter 11's StaticKVCache), got {type(cache).__name__}")
-    if isinstance(cache, CrossKVCache) and key is None:
+class _NoCache:
+    "The cache of a call without one: no earlier keys, nothing stored, no mask of its own."
+    start = 0
+    def append(self, k, v): return k, v
+    def key_mask(self, q_len, is_causal): return None
+
+_NO_CACHE = _NoCache()
+
+def _check_cache(cache, key, name="cache", memory=False):
+    "The cache a call uses (`_NO_CACHE` for None); raise unless it has the protocol (a memory's too when `memory`) and `key` fits the memory it holds."
+    if cache is None: return _NO_CACHE
+    if not (hasattr(cache, "start") and callable(getattr(cache, "append", None)) and callable(getattr(cache, "key_mask", None))):
+        raise TypeError(f"{name} must be None or an object with start, append and key_mask (chapter 10's KVCache or "
+                        f"CrossKVCache, chapter 11's StaticKVCache), got {type(cache).__name__}")
+    if not hasattr(cache, "memory_kv"):                             # a self-attention cache
+        if memory: raise TypeError(f"{name} must be None or a cache of the memory's keys and values, with memory_kv "
+                                   f"(chapter 10's CrossKVCache), got {type(cache).__name__}")
+        return cache
+    if key is None:
         raise ValueError("a CrossKVCache holds a memory's keys and values: pass key (the memory), or use a KVCache for self-attention")
-    if isinstance(cache, CrossKVCache) and len(cache) and tuple(key.shape[:2]) != (cache.k.shape[0], len(cache)):
+    held = cache.memory_kv
+    if held is not None and tuple(key.shape[:2]) != (held[0].shape[0], held[0].shape[-2]):
         raise ValueError(f"key.shape[:2]={tuple(key.shape[:2])} must equal the CrossKVCache's (batch, keys)="
-                         f"{(cache.k.shape[0], len(cache))}: it holds the keys and values of one memory")
+                         f"{(held[0].shape[0], held[0].shape[-2])}: it holds the keys and values of one memory")
+    return cache
 
 def _with_hooks(m, query, key, value, mask, is_causal, attn_bias, positions, cache):
     "`forward` with a cache, a rotary hook or a bias: q (B, H, Lq, D), k, v (B, G, Lk, D) and the mask to attend with."
-    if cache is not None: _check_cache(cache, key)
-    reuse = isinstance(cache, CrossKVCache) and len(cache) > 0      # the memory's keys/values are cached already
-    if reuse: q, k, v = m._q(query), cache.k, cache.v               # the memory is not read again
-    else: q, k, v = m._qkv(query, key, value)                       # (B, H, Lq, D), (B, G, Lk, D), (B, G, Lk, Dv)
-    cross = isinstance(cache, CrossKVCache)
-    past = 0 if cache is None or cross else cache.start              # the first new token's position (a tensor for some caches)
-    if m.rotary is not None: q, k = _rotate(m.rotary, q, k, past, positions, self_attn=key is None, rotate_k=not reuse)
-    allowed = None
-    if cache is not None and not cross:                             # a self-attention cache: append, then ask what to read
-        k, v = cache.append(k, v)                                   # (B, G, past + Lk, D), or every slot of a static cache
-        allowed = cache.key_mask(q.shape[-2], is_causal)            # None, or (Lq, Lk) bool: e.g. unwritten slots hidden
-    elif cross and not reuse: cache.k, cache.v = k, v               # the first call fills the CrossKVCache
+    cache = _check_cache(cache, key)
+    past, held = cache.start, getattr(cache, "memory_kv", None)    # the first new key's position; a memory's keys/values
+    q, k, v = (m._q(query), *held) if held else m._qkv(query, key, value)   # a held memory is not read again
+    if m.rotary is not None: q, k = _rotate(m.rotary, q, k, past, positions, self_attn=key is None, rotate_k=held is None)
+    k, v = cache.append(k, v)                                       # all keys/values: (B, G, past + Lk, D), or every slot
+    allowed = cache.key_mask(q.shape[-2], is_causal)                # None, or (Lq, Lk) bool: e.g. unwritten slots hidden
     Lq, Lk = q.shape[-2], k.shape[-2]
     check_mask(mask, (q.shape[0], m.n_heads, Lq, Lk), is_causal)
     if allowed is not None:                                         # the cache's own mask; it includes causality
@@ -253,8 +213,8 @@ def attention_cost(d_model: int, # model width
                    qkv_bias: bool|None=None, # biases of the q, k, v projections (default `bias`)
                   ) -> dict:
     "Parameters, matmul FLOPs (2 per multiply-add) and cached elements of one self-attention call on one sequence."
-    k_len = q_len if k_len is None else k_len
-    for name, val in (("d_model", d_model), ("n_heads", n_heads), ("q_len", q_len), ("k_len", k_len)): check_int(name, val)
+    d_model, n_heads, q_len = check_int("d_model", d_model), check_int("n_heads", n_heads), check_int("q_len", q_len)
+    k_len = q_len if k_len is None else check_int("k_len", k_len)
     if d_model % n_heads: raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
     G = check_kv_heads(n_heads, n_kv_heads)
     qkv_bias = bias if qkv_bias is None else qkv_bias
@@ -278,7 +238,7 @@ def kv_cache_bytes(n_kv_heads: int, # G key/value heads per layer
                    dtype: torch.dtype=torch.bfloat16, # the cache's element type
                   ) -> int:
     "Bytes of the keys and values a decoder keeps: 2 x n_layers x B x G x T x D x the element size."
-    for name, val in (("n_kv_heads", n_kv_heads), ("d_head", d_head), ("n_layers", n_layers), ("batch", batch)): check_int(name, val)
-    check_int("seq_len", seq_len, minimum=0)
+    n_kv_heads, d_head, n_layers, batch = check_int("n_kv_heads", n_kv_heads), check_int("d_head", d_head), check_int("n_layers", n_layers), check_int("batch", batch)
+    seq_len = check_int("seq_len", seq_len, minimum=0)
     if not isinstance(dtype, torch.dtype): raise TypeError(f"dtype={dtype!r} must be a torch.dtype")
     return 2 * n_layers * batch * n_kv_heads * seq_len * d_head * dtype.itemsize

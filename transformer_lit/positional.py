@@ -177,7 +177,7 @@ class RotaryEmbedding(nn.Module):
 
     def tables(self, length:int, dtype=torch.float32, device=None)->tuple:
         "cos and sin, each (n, head_dim) with n >= length, for positions 0 .. n-1; cached while n <= max_cached."
-        check_int('length', length); _check_float_dtype('dtype', dtype)
+        length = check_int('length', length); _check_float_dtype('dtype', dtype)
         device = torch.device(device if device is not None else 'cpu')
         if length > self.max_cached or self._dynamic(length):                        # too long to keep, or length-dependent
             return self.rows(torch.arange(length), dtype, device, seq_len=length)
@@ -194,7 +194,7 @@ class RotaryEmbedding(nn.Module):
         _check_rope_input(x, self.head_dim)
         T = x.shape[-2]
         if positions is None:
-            check_int('offset', offset, minimum=0)
+            offset = check_int('offset', offset, minimum=0)
             n = offset + T
             if n <= self.max_cached and not self._dynamic(n):
                 cos, sin = self.tables(n, x.dtype, x.device)

@@ -111,6 +111,7 @@ class ScalingExplorer:
 
     def __call__(self, d_k:int, scaled:bool=True, temperature:float=1.0, seed:int=0)->ExplorerView:
         "Everything the explorer shows for one setting of the sliders."
+        (d_k, temperature), seed = _check_setting(d_k, scaled, temperature, self.max_d_k), check_int('seed', seed, minimum=0)  # the view holds them
         s = self.scores(d_k, scaled, temperature, seed)
         m = saturation_metrics(s)
         return ExplorerView(d_k, bool(scaled), float(temperature), seed, s, m['probs'],

@@ -106,8 +106,8 @@ def reverse_pairs(n: int, # number of (source, target) pairs
                   seed: int=0,
                  ) -> list: # [(source tokens, target tokens), ...]
     "Random letter strings and their reversal (or copy): the smallest task that needs attention."
-    check_int("n", n); check_int("min_len", min_len); check_int("max_len", max_len, min_len)
-    check_int("n_symbols", n_symbols, 1, 26); check_bool("copy", copy); _check_seed(seed)
+    n, min_len = check_int("n", n), check_int("min_len", min_len); max_len = check_int("max_len", max_len, min_len)
+    n_symbols = check_int("n_symbols", n_symbols, 1, 26); check_bool("copy", copy); seed = _check_seed(seed)
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(min_len, max_len + 1, (n,), generator=g).tolist()
     pairs = []
@@ -144,7 +144,8 @@ def word_tokens(text: str) -> list:
 def split_numbers(n_train: int, n_test: int, # sizes of two disjoint sets
                   max_number: int=999_999, seed: int=0) -> tuple: # (train numbers, test numbers)
     "Two disjoint random sets of integers from [0, max_number]: no test number is ever trained on."
-    check_int("n_train", n_train); check_int("n_test", n_test); check_int("max_number", max_number, 0); _check_seed(seed)
+    n_train, n_test, max_number = check_int("n_train", n_train), check_int("n_test", n_test), check_int("max_number", max_number, 0)
+    seed = _check_seed(seed)
     if n_train + n_test > max_number + 1:
         raise ValueError(f"n_train + n_test = {n_train + n_test} must be <= max_number + 1 = {max_number + 1}")
     perm = torch.randperm(max_number + 1, generator=torch.Generator().manual_seed(seed))[:n_train + n_test].tolist()
@@ -168,7 +169,7 @@ def numbers_by_digits(per_digits: int, # how many numbers of each length 1 ... 6
                       exclude=(), # numbers never to draw (the training and validation numbers)
                       seed: int=0) -> list:
     "Numbers stratified by their number of digits, none of them in `exclude`: a test set that measures short numbers too."
-    check_int("per_digits", per_digits); _check_iterable("exclude", exclude, "an iterable of ints"); _check_seed(seed)
+    per_digits = check_int("per_digits", per_digits); _check_iterable("exclude", exclude, "an iterable of ints"); seed = _check_seed(seed)
     g, out, banned = torch.Generator().manual_seed(seed), [], set(exclude)
     for d in range(1, 7):
         pool = [n for n in range(0 if d == 1 else 10 ** (d - 1), 10 ** d) if n not in banned]
@@ -213,7 +214,7 @@ class LMData:
     def __init__(self, ids: Tensor, # (N,) token ids
                  block_size: int, # T: context length of one example
                  vocab: Vocab):
-        check_int("block_size", block_size); _check_type("vocab", vocab, Vocab, "a Vocab")
+        block_size = check_int("block_size", block_size); _check_type("vocab", vocab, Vocab, "a Vocab")
         if isinstance(ids, Tensor) and ids.dim() != 1: raise ValueError(f"ids.dim()={ids.dim()} must be 1: (N,) a token stream")
         if isinstance(ids, Tensor) and ids.numel() < block_size + 1:
             raise ValueError(f"ids has {ids.numel()} tokens; it needs at least block_size + 1 = {block_size + 1}")
@@ -255,7 +256,7 @@ def char_lm_data(text: str, # the corpus
     "Character-level train/val split of `text`: the first 1 - val_fraction for training, the rest for validation."
     _check_type("text", text, str, "a str")
     if not text: raise ValueError("text is empty: a corpus needs at least one character")
-    _check_real("val_fraction", val_fraction, "a number in (0, 1)", lambda v: 0 < v < 1)
+    val_fraction = _check_real("val_fraction", val_fraction, "a number in (0, 1)", lambda v: 0 < v < 1)
     vocab = Vocab(sorted(set(text)), specials=False)
     ids = torch.tensor(vocab.encode(text))                     # (N,)
     n = int(len(ids) * (1 - val_fraction))
@@ -267,8 +268,8 @@ def noam_lr(step: int, # optimizer step, counted from 1
             factor: float=1.0, # multiplies the whole schedule (the paper uses 1)
            ) -> float:
     "Vaswani et al. (2017) §5.3: factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)."
-    check_int("step", step); check_int("d_model", d_model); check_int("warmup", warmup)
-    _check_real("factor", factor, "a finite number > 0", lambda v: v > 0)
+    step, d_model, warmup = check_int("step", step), check_int("d_model", d_model), check_int("warmup", warmup)
+    factor = _check_real("factor", factor, "a finite number > 0", lambda v: v > 0)
     return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 
 # %% ../nbs/12_training.ipynb #b684c570
@@ -298,16 +299,16 @@ class TrainConfig:
     parallel: str|None = None       # None: DDP when several processes run, else one; or one of PARALLEL
 
     def __post_init__(self):
-        for name in ("steps", "batch_size", "warmup", "eval_every", "eval_items", "grad_accum"): check_int(name, getattr(self, name))
-        check_int("seed", self.seed, 0)
-        _check_real("lr_factor", self.lr_factor, "a finite number > 0", lambda v: v > 0)
+        for name in ("steps", "batch_size", "warmup", "eval_every", "eval_items", "grad_accum"): setattr(self, name, check_int(name, getattr(self, name)))
+        self.seed = check_int("seed", self.seed, 0)                   # each field keeps the checked value: a Python int or float
+        self.lr_factor = _check_real("lr_factor", self.lr_factor, "a finite number > 0", lambda v: v > 0)
         if not isinstance(self.betas, (tuple, list)) or len(self.betas) != 2:
             raise TypeError(f"betas={self.betas!r} must be a pair (β1, β2) of numbers in [0, 1)")
         for i, b in enumerate(self.betas): _check_real(f"betas[{i}]", b, "a number in [0, 1)", lambda v: 0 <= v < 1)
-        _check_real("eps", self.eps, "a finite number > 0", lambda v: v > 0)
-        _check_real("weight_decay", self.weight_decay, "a finite number >= 0", lambda v: v >= 0)
-        _check_real("label_smoothing", self.label_smoothing, "a number in [0, 1)", lambda v: 0 <= v < 1)
-        _check_real("clip", self.clip, "a finite number > 0, or None", lambda v: v > 0, allow_none=True)
+        self.eps = _check_real("eps", self.eps, "a finite number > 0", lambda v: v > 0)
+        self.weight_decay = _check_real("weight_decay", self.weight_decay, "a finite number >= 0", lambda v: v >= 0)
+        self.label_smoothing = _check_real("label_smoothing", self.label_smoothing, "a number in [0, 1)", lambda v: 0 <= v < 1)
+        self.clip = _check_real("clip", self.clip, "a finite number > 0, or None", lambda v: v > 0, allow_none=True)
         self.device = _check_device("device", self.device)
         for name in ("progress", "checkpointing"): check_bool(name, getattr(self, name))
         if self.precision not in PRECISIONS: raise ValueError(f"precision={self.precision!r} must be one of {PRECISIONS}")
@@ -374,7 +375,7 @@ def evaluate_loss(model: nn.Module, data, # Seq2SeqData or LMData
                   batch_size: int=64, max_items: int=512, device="cpu") -> float:
     "Mean cross-entropy (no smoothing) per target token over the first `max_items` evaluation examples."
     _check_model(model); _check_type("data", data, (Seq2SeqData, LMData), "a Seq2SeqData or an LMData")
-    check_int("batch_size", batch_size); check_int("max_items", max_items)
+    batch_size, max_items = check_int("batch_size", batch_size), check_int("max_items", max_items)
     was = model.training; model.eval()
     idx = data.eval_indices()[:max_items]
     total, count = 0.0, 0
@@ -406,7 +407,7 @@ def greedy_translate(model: Transformer, data: Seq2SeqData, idx, # which example
 
 def match_flags(model: Transformer, data: Seq2SeqData, batch_size: int=256, max_items: int|None=None, device="cpu") -> list:
     "For each evaluated example: does its greedy output equal the target exactly?"
-    _check_seq2seq(model, data); check_int("batch_size", batch_size); check_int("max_items", max_items, allow_none=True)
+    _check_seq2seq(model, data); batch_size, max_items = check_int("batch_size", batch_size), check_int("max_items", max_items, allow_none=True)
     idx = data.eval_indices()[:max_items]
     flags = []
     for chunk in idx.split(batch_size):
@@ -511,8 +512,8 @@ def batch_indices(n: int, # examples in the data set
                   rank: int=0, world_size: int=1,
                  ) -> Tensor: # (batch_size // world_size,) this rank's share of the global batch
     "The examples of step `step`: a function of (seed, step) only, so a resumed run sees the same batches."
-    check_int("n", n, 0); check_int("batch_size", batch_size); check_int("step", step, 0); _check_seed(seed)
-    check_int("world_size", world_size); check_int("rank", rank, 0)
+    n, batch_size, step, seed = check_int("n", n, 0), check_int("batch_size", batch_size), check_int("step", step, 0), _check_seed(seed)
+    world_size, rank = check_int("world_size", world_size), check_int("rank", rank, 0)
     if rank >= world_size: raise ValueError(f"rank={rank} must be < world_size={world_size}")
     if batch_size > n: raise ValueError(f"batch_size={batch_size} must be <= the number of examples ({n})")
     if batch_size % world_size: raise ValueError(f"batch_size={batch_size} must be divisible by world_size={world_size}")
@@ -523,6 +524,7 @@ def batch_indices(n: int, # examples in the data set
 
 def step_seed(seed: int, step: int, rank: int=0, micro: int=0) -> int:
     "The RNG seed (dropout) of one micro-batch: a hash of (seed, step, rank, micro), so ranks differ and a resumed run repeats."
+    seed, step, rank, micro = check_int("seed", seed, 0), check_int("step", step, 0), check_int("rank", rank, 0), check_int("micro", micro, 0)
     return int.from_bytes(hashlib.blake2b(f"{seed},{step},{rank},{micro}".encode(), digest_size=8).digest(), "little") >> 1
 
 # %% ../nbs/12_training.ipynb #a7c10001
@@ -689,7 +691,8 @@ def make_task(task: str, # one of TASKS
              ) -> tuple: # (train data, val data), or (train, val, test) when n_test > 0
     "Build the train and validation (and test) data of a named task."
     if task not in TASKS: raise ValueError(f"task={task!r} must be one of {TASKS}")
-    _check_seed(seed); check_int("n_train", n_train); check_int("n_val", n_val); check_int("n_test", n_test, 0)
+    seed, n_train, n_val, n_test = _check_seed(seed), check_int("n_train", n_train), check_int("n_val", n_val), check_int("n_test", n_test, 0)
+    block_size = check_int("block_size", block_size)                   # checked for every task, used by 'charlm'
     if task == "charlm" and n_test: raise ValueError(f"n_test={n_test} must be 0 for task='charlm' (its split is train/val)")
     if task in ("reverse", "copy"):
         pairs = reverse_pairs(n_train + n_val + n_test, 1, 12, 10, copy=task == "copy", seed=seed)
