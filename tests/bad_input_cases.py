@@ -1874,7 +1874,7 @@ KEY_MASK = ("the cache protocol's mask, called by MultiHeadAttention right after
 EXEMPT_CALLABLES: dict = {
     "attention.kv_groups": "shape arithmetic on q, k that check_qkv has already validated: every caller checks first",
     "attention.BackendInfo": RECORD, "attention.Attended": RECORD, "scaling.ExplorerView": RECORD,
-    "attention.backend_names": NO_ARGS,
+    "attention.backend_names": NO_ARGS, "bench.cpu_name": NO_ARGS,
     "norm.LayerNorm.extra_repr": REPR, "norm.RMSNorm.extra_repr": REPR, "norm.Residual.extra_repr": REPR,
     "ffn.FeedForward.extra_repr": REPR, "positional.RotaryEmbedding.extra_repr": REPR, "model.TokenEmbedding.extra_repr": REPR,
     "decoding.KVCache": NO_ARGS, "decoding.KVCache.nbytes": NO_ARGS, "decoding.CrossKVCache": NO_ARGS,

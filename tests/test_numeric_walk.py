@@ -279,12 +279,9 @@ INF_OK = {
 }
 
 
-# (callable, parameter) pairs the walk finds broken in chapters this branch does not own, with the change that fixes each.
-# They run as strict xfails: a fix makes the test pass, the xfail then fails, and the entry must go.
-_RETURN = "use the validator's return value ({p} = check_int(...)/_check_real(...)): a numpy scalar leaks into the result"
-KNOWN_BROKEN = {
-    **{("flash.attention_flops", p): "nbs/15_flash_attention: " + _RETURN.format(p=p) for p in ("batch", "heads", "n_q", "n_k", "head_dim")},
-}
+# (callable, parameter) pairs the walk finds broken, each with the change that fixes it: strict xfails, so a fix makes the
+# test pass, the xfail then fails, and the entry must go. Empty: every argument the walk builds follows the rule.
+KNOWN_BROKEN: dict = {}
 
 # -- the walk ---------------------------------------------------------------------------------------------------------
 

@@ -206,8 +206,8 @@ def attention_flops(batch: int, heads: int, n_q: int, n_k: int, head_dim: int, #
                     mode: str="fwd", # "fwd", "bwd" or "fwd+bwd"
                    ) -> float:
     "FLOPs of attention: 4·B·H·Lq·Lk·D forward, half when causal; the backward counts 2.5x the forward."
-    for name, n in (("batch", batch), ("heads", heads), ("n_q", n_q), ("n_k", n_k)): check_int(name, n, minimum=0)
-    check_int("head_dim", head_dim); check_bool("is_causal", is_causal)
+    batch, heads, n_q, n_k = (check_int(name, n, minimum=0) for name, n in (("batch", batch), ("heads", heads), ("n_q", n_q), ("n_k", n_k)))
+    head_dim = check_int("head_dim", head_dim); check_bool("is_causal", is_causal)
     if mode not in ("fwd", "bwd", "fwd+bwd"): raise ValueError(f"mode={mode!r} must be 'fwd', 'bwd' or 'fwd+bwd'")
     f = 4.0 * batch * heads * n_q * n_k * head_dim * (0.5 if is_causal else 1.0)
     return f * {"fwd": 1.0, "bwd": 2.5, "fwd+bwd": 3.5}[mode]
