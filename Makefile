@@ -13,9 +13,9 @@ STAMP  := $(VENV)/.installed-lab-$(HASH)
 DEV    := $(VENV)/.installed-dev-$(HASH)
 TORCH  ?= torch==2.13.0
 PORT   ?= 8888
-# pytest in two processes (pytest-xdist), one torch thread each (tests/conftest.py); a file whose module fixtures are
-# costly runs whole on one worker (its `xdist_group` mark). `make test XDIST=` runs pytest in one process.
-XDIST  ?= -n 2 --dist loadgroup
+# pytest in two processes (pytest-xdist), one torch thread each (tests/conftest.py); each test file runs whole on one
+# worker, so a file's module fixtures are built once. `make test XDIST=` runs pytest in one process.
+XDIST  ?= -n 2 --dist loadfile
 # JupyterLab's configuration for the course: the save hook that cleans notebooks, and settings
 # overrides (no news pop-up, no update check, no widget state saved into the notebooks)
 LAB    := $(CURDIR)/tools/lab

@@ -46,8 +46,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 ERROR_MIME = "application/vnd.jupyter.stderr"   # JupyterLab renders tracebacks (and stderr) with this mime type
 RUN_ALL_TIMEOUT_S = 120                          # generous: the notebooks run here take seconds
 
-# one pytest-xdist worker runs this whole file (`make test`: -n 2 --dist loadgroup), so its module fixtures are built once
-pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("test_browser")]   # a bound for a heavily loaded machine: each test runs a few small cells
+pytestmark = pytest.mark.timeout(600)   # a bound for a heavily loaded machine: each test runs a few small cells
 
 
 def on_ci():

@@ -11,8 +11,6 @@ CFG = configparser.ConfigParser(delimiters=['=']); CFG.read(ROOT/'settings.ini')
 
 sys.path.insert(0, str(ROOT/'tools'))
 import render_readme
-# one pytest-xdist worker runs this whole file (`make test`: -n 2 --dist loadgroup), so its module fixtures are built once
-pytestmark = pytest.mark.xdist_group("test_docs")
 
 def sidebar_entries(node):
     "Every file named in a sidebar `contents` tree, in order."

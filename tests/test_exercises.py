@@ -19,8 +19,6 @@ NBS = ROOT / "nbs"
 sys.path.insert(0, str(ROOT / "tools"))
 from prerender import inputs_digest                          # noqa: E402  (tools/, as tests/test_docs.py reads it)
 from test_nbs import RECORDS, recording_exercises            # noqa: E402
-# one pytest-xdist worker runs this whole file (`make test`: -n 2 --dist loadgroup), so its module fixtures are built once
-pytestmark = pytest.mark.xdist_group("test_exercises")
 CHAPTERS = sorted(p for p in NBS.glob("[0-9]*.ipynb") if "check_exercise(" in p.read_text())
 _HEADING = re.compile(r"^#{2,3} .*Exercises", re.M)
 

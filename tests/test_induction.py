@@ -11,8 +11,7 @@ from transformer_lit.induction import (one_layer_control, load_history, ablate_h
     train_induction)
 
 ROOT = Path(__file__).resolve().parent.parent
-# one pytest-xdist worker runs this whole file (`make test`: -n 2 --dist loadgroup), so its module fixtures are built once
-pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.xdist_group("test_induction")]   # tiny models: one thread (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (tests/conftest.py)
 
 def even(T, dtype=torch.float64):
     w = torch.ones(T, T, dtype=dtype).tril()

@@ -10,8 +10,6 @@ from transformer_lit.scaling import (ExplorerView, ScalingExplorer, dot_product_
                                      saturation_metrics, softmax_entropy, softmax_jacobian, softmax_jacobian_norm)
 from transformer_lit.widgets import DK_STEPS, ExplorerUI, explorer_figure, explorer_player, jacobian_curves
 from transformer_lit.attention import scaled_dot_product_attention
-# one pytest-xdist worker runs this whole file (`make test`: -n 2 --dist loadgroup), so its module fixtures are built once
-pytestmark = pytest.mark.xdist_group("test_scaling")
 
 F64 = torch.float64
 

@@ -7,8 +7,6 @@ import pytest
 from hypothesis import given, strategies as st
 from tokenizers import Tokenizer as Reference, Regex, models, pre_tokenizers, decoders, trainers
 from transformer_lit.checkpoints import Tokenizer
-# one pytest-xdist worker runs this whole file (`make test`: -n 2 --dist loadgroup), so its module fixtures are built once
-pytestmark = pytest.mark.xdist_group("test_tokenizer")
 
 MODELS = Path(__file__).resolve().parents[1] / "nbs" / "models"
 PIECES = r"'(?:[sdmt]|ll|ve|re)| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+"

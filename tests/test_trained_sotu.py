@@ -12,8 +12,7 @@ from trained_helpers import ShippedModel
 
 SOTU = ShippedModel("sotu-llama", "train_sotu_lm")     # the script: its analysis, its card and its data
 MODEL, script, meta, heldout = SOTU.dir, SOTU.script, SOTU.meta, SOTU.heldout
-# one pytest-xdist worker runs this whole file (`make test`: -n 2 --dist loadgroup), so its module fixtures are built once
-pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.xdist_group("test_trained_sotu")]
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def analysis():
