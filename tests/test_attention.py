@@ -690,4 +690,5 @@ def test_attention_core_is_the_formula():
     expected = torch.softmax(s.masked_fill(~keep, -math.inf), -1) @ v
     torch.testing.assert_close(A.attention_core(q, k, v, mask=keep), expected, atol=1e-12, rtol=0)
     causal = torch.ones(4, 6, dtype=torch.bool).tril()
+    # is_causal builds this very tril mask inside attention_core and runs the same operations on it: bit-equal
     torch.testing.assert_close(A.attention_core(q, k, v, is_causal=True), A.attention_core(q, k, v, mask=causal), atol=0, rtol=0)

@@ -157,7 +157,7 @@ def test_dropout_active_only_in_training():
     x = torch.randn(2, 5, D)
     assert not torch.allclose(blk(x, is_causal=True), blk(x, is_causal=True))
     blk.eval()
-    torch.testing.assert_close(blk(x, is_causal=True), blk(x, is_causal=True), atol=0, rtol=0)
+    torch.testing.assert_close(blk(x, is_causal=True), blk(x, is_causal=True), atol=0, rtol=0)   # one call twice: bit-equal
 
 
 # ---------------------------------------------------------------- gradcheck
@@ -313,7 +313,10 @@ def test_cache_is_explicit_and_blocks_return_only_the_output():
     assert "use_cache" not in inspect.signature(DecoderOnlyBlock.forward).parameters
     assert "use_cache" not in inspect.signature(DecoderBlock.forward).parameters
     out2 = blk(x, is_causal=True)                               # no cache: nothing kept anywhere
-    torch.testing.assert_close(out, out2, atol=0, rtol=0)
+    # the same operations, but the cached keys and values are a view into the cache's longer buffer (other strides), which
+    # an attention kernel may block differently: float32 sums of D = 16 terms reordered differ by at most ~16·2^-24 of
+    # the largest term (~1e-6 for these O(1) values); 1e-5 is a wide margin on any CPU
+    torch.testing.assert_close(out, out2, atol=1e-5, rtol=0)
     assert len(cache) == 3
     with pytest.raises(ValueError, match="is_causal=True together with an explicit mask is ambiguous"):
         blk(x[:, :1], mask=torch.ones(1, 4, dtype=torch.bool), is_causal=True, cache=cache)

@@ -198,7 +198,7 @@ class MemoryCache:
 
 @pytest.mark.parametrize("use_rotary", [False, True])
 def test_any_cache_with_the_protocol_gives_what_chapter_10s_caches_give(use_rotary):
-    "A minimal cache of the protocol (not a class of chapter 10) gives bit for bit the outputs of KVCache and CrossKVCache."
+    "A minimal cache of the protocol (not a class of chapter 10) gives the outputs of KVCache and CrossKVCache."
     rot = (lambda x, pos: x * (1 + pos.to(x.dtype))[:, None] / 3) if use_rotary else None
     torch.manual_seed(0)
     m = MultiHeadAttention(16, 4, rotary=rot).double().eval()
@@ -208,14 +208,16 @@ def test_any_cache_with_the_protocol_gives_what_chapter_10s_caches_give(use_rota
         c = make()
         runs.append(torch.cat([m(x[:, :3], is_causal=True, cache=c), m(x[:, 3:5], is_causal=True, cache=c)] +
                               [m(x[:, t:t + 1], cache=c) for t in range(5, 7)], 1))
-    assert torch.equal(runs[0], runs[1])
+    # KVCache returns views into a longer buffer, ConcatCache contiguous tensors: the same operations on other strides,
+    # which an attention kernel may sum in another order (float64: ~1e-16 of these O(1) values; 1e-12 is a wide margin)
+    close(runs[0], runs[1], 1e-12)
     close(runs[0], m(x, is_causal=True), 1e-12)
     runs = []
     for make in (CrossKVCache, MemoryCache):
         c = make()
         runs.append(torch.cat([m(x[:, :2], mem, cache=c),                  # a memory's cache does not count queries: positions given
                                m(x[:, 2:], torch.full_like(mem, float("nan")), cache=c, positions=torch.arange(2, 7))], 1))
-    assert torch.equal(runs[0], runs[1])
+    assert torch.equal(runs[0], runs[1])                                  # both hold the projected memory as it came: one path
     close(runs[0], m(x, mem), 1e-12)
 
 def test_rotary_gets_positions_and_module_is_registered():
