@@ -260,15 +260,18 @@ EXCLUDED = {
 }
 
 # (callable, parameter) pairs that are numeric by the walk's reading but cannot be fed the rule, and why.
+_BOUNDS = "the rule's own bounds, given by the calling code, not by a user"
+_LENGTHS = "also takes a tensor of lengths"
+_BEAM_EOS = "an id or a list of ids, checked by the same `_stops` as lm_generate's eos_ids, which the walk feeds"
 EXCLUDED_PARAMS = {
-    ("checks.check_int", "minimum"): "the rule's own bounds, given by the calling code, not by a user",
-    ("checks.check_int", "maximum"): "the rule's own bounds, given by the calling code, not by a user",
-    ("positional.rope_inv_freq", "seq_len"): "also takes a tensor of lengths (dynamic scaling, traced)",
-    ("positional.RotaryEmbedding.rows", "seq_len"): "also takes a tensor of lengths (dynamic scaling, traced)",
-    ("decoding.gnmt_penalty", "length"): "also takes a tensor of lengths (one per beam)",
-    ("decoding.beam_search", "eos_ids"): "an id or a list of ids, checked by the same `_stops` as lm_generate's eos_ids, which the walk feeds",
-    ("decoding.lm_beam_search", "eos_ids"): "an id or a list of ids, checked by the same `_stops` as lm_generate's eos_ids, which the walk feeds",
-    ("decoding.seq2seq_beam_search", "eos_ids"): "an id or a list of ids, checked by the same `_stops` as lm_generate's eos_ids, which the walk feeds",
+    ("checks.check_int", "minimum"): _BOUNDS,
+    ("checks.check_int", "maximum"): _BOUNDS,
+    ("positional.rope_inv_freq", "seq_len"): _LENGTHS + " (dynamic scaling, traced)",
+    ("positional.RotaryEmbedding.rows", "seq_len"): _LENGTHS + " (dynamic scaling, traced)",
+    ("decoding.gnmt_penalty", "length"): _LENGTHS + " (one per beam)",
+    ("decoding.beam_search", "eos_ids"): _BEAM_EOS,
+    ("decoding.lm_beam_search", "eos_ids"): _BEAM_EOS,
+    ("decoding.seq2seq_beam_search", "eos_ids"): _BEAM_EOS,
     ("exercises.expect_equal", "expected"): "the course's own reference value, written in the exercise cell",
     ("train.cross_attention_weights", "layer"): "an index into the decoder's blocks: negative values count from the end",
 }
