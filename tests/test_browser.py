@@ -193,20 +193,30 @@ def git(repo, *args):
                           check=True, capture_output=True, text=True).stdout
 
 
-def _upstream_ws_race(entry):
-    """A kernel websocket the page closed while the server was still preparing it: jupyter_server's `on_close` clears the
-    handler's connection and its `select_subprotocol` then fails on None (jupyter-server/jupyter_server#1265, open).
-    The server answers 500 and the page opens a new socket; nothing of the course's is involved."""
-    return "select_subprotocol" in entry and "'NoneType' object has no attribute 'kernel_ws_protocol'" in entry
+# jupyter_server races that log a traceback while nothing of the course's is involved, each by the text its entry holds
+UPSTREAM_RACES = {
+    # a kernel websocket the page closed while the server prepared it: `on_close` clears the handler's connection and
+    # `select_subprotocol` then fails on None; the server answers 500 and the page opens a new socket
+    # (jupyter-server/jupyter_server#1265, open)
+    "closed websocket": ("select_subprotocol", "'NoneType' object has no attribute 'kernel_ws_protocol'"),
+    # GET /api/kernels (wait_for_idle_kernel's poll) while a kernel is starting: the kernel is listed before its
+    # last_activity is set, so the listing fails with 500 and the poll asks again (the same race as
+    # jupyter-server/enterprise_gateway#1395)
+    "kernel listed while starting": ("GET /api/kernels ", "'last_activity' trait of a ServerKernelManager instance expected a datetime, not the NoneType None"),
+}
+
+
+def _upstream_race(entry):
+    return any(all(part in entry for part in parts) for parts in UPSTREAM_RACES.values())
 
 
 def log_problems(log_path):
-    "Lines of the server log that report a failure: tracebacks, failed hooks, untrusted notebooks (one upstream race left out)."
+    "Lines of the server log that report a failure: tracebacks, failed hooks, untrusted notebooks (the UPSTREAM_RACES left out)."
     entries = []                                                       # a log entry: its "[L time ...]" line and the lines under it
     for line in log_path.read_text(errors="replace").splitlines():
         if line.startswith("[") or not entries: entries.append([line])
         else: entries[-1].append(line)
-    return [l for e in entries if not _upstream_ws_race("\n".join(e)) for l in e
+    return [l for e in entries if not _upstream_race("\n".join(e)) for l in e
             if re.search(r"Traceback|Error|failed|is not trusted", l)]
 
 
